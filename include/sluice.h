@@ -1,0 +1,291 @@
+/*
+ * sluice — in-process, lock-free rate limiting of keys.
+ *
+ * One public header.  Every function is thread-safe and needs no per-thread
+ * registration, except sluice_destroy(), which must not race with any other
+ * call on the same limiter.  All times are uint64_t nanoseconds of the
+ * limiter's clock; all counts are uint64_t units.
+ *
+ * Return convention: decisions return SLUICE_ALLOW (0) or SLUICE_DENY (1);
+ * every other outcome is a negative errno and charges nothing.
+ *
+ * Contract: ../shared/API.md (v1).  Names, types and return values below are
+ * stable; fields are only ever appended to structs, so always fill a config
+ * with sluice_config_init() first.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_VERSION_MAJOR 1
+#define SLUICE_VERSION_MINOR 0
+#define SLUICE_VERSION_PATCH 0
+
+#if defined(SLUICE_BUILDING) && defined(__GNUC__)
+#define SLUICE_API __attribute__((visibility("default")))
+#else
+#define SLUICE_API
+#endif
+
+typedef struct sluice sluice_t; /* opaque limiter handle */
+
+enum sluice_algo {
+    /* Generic cell rate algorithm: one 64-bit word (the theoretical arrival
+     * time) per limit.  Smooth: after a burst of `burst` units, one unit per
+     * period/count.  Exact rational arithmetic, no drift. */
+    SLUICE_GCRA = 0,
+    /* One counter per window [k*period, (k+1)*period).  One word per limit.
+     * Admits up to 2*count units across a window boundary. */
+    SLUICE_FIXED_WINDOW,
+    /* Ring of ceil(period/precision) sub-bucket counters plus a head word.
+     * Boundary burst at most one sub-bucket's worth.  8 bytes per sub-bucket
+     * per key: a 1 h period at the default 1 s precision costs 28.8 KiB per
+     * key.  At most 131072 sub-buckets, else -EINVAL. */
+    SLUICE_SLIDING_WINDOW,
+    /* Exact: one timestamp per admitted unit.  count <= 65536, larger counts
+     * get -EINVAL.  8 bytes per unit of count per key, plus 16. */
+    SLUICE_SLIDING_LOG,
+    /* Two fixed windows, the previous one weighted by its overlap with the
+     * sliding window.  One word per limit; count <= 2^27, else -EINVAL. */
+    SLUICE_APPROX_SLIDING,
+};
+
+struct sluice_limit {
+    enum sluice_algo algo;
+    uint64_t count;        /* units admitted per period; >= 1 */
+    uint64_t period_ns;    /* >= 1 */
+    uint64_t burst;        /* GCRA only: units admissible at once; 0 means count */
+    uint64_t precision_ns; /* SLIDING_WINDOW only: sub-bucket width; 0 means 1 s,
+                              capped at period_ns */
+};
+
+#define SLUICE_MAX_LIMITS 8
+
+struct sluice_policy { /* a request passes only if it passes every limit */
+    unsigned nlimits;  /* 1..SLUICE_MAX_LIMITS */
+    struct sluice_limit limits[SLUICE_MAX_LIMITS];
+};
+
+enum sluice_clock {
+    SLUICE_CLOCK_MONOTONIC = 0, /* default */
+    SLUICE_CLOCK_REALTIME,      /* windows line up with wall-clock seconds/hours/days */
+    SLUICE_CLOCK_COARSE,        /* CLOCK_MONOTONIC_COARSE: cheaper, a few ms resolution */
+    SLUICE_CLOCK_CUSTOM,        /* clock_fn(clock_ctx) */
+};
+
+enum sluice_when_full {   /* a new key arrives while max_keys keys are live */
+    SLUICE_FULL_DENY = 0, /* fail closed: deny, result.flags has SLUICE_F_FULL */
+    SLUICE_FULL_ALLOW,    /* fail open: allow untracked, result.flags has SLUICE_F_FULL */
+};
+
+struct sluice_config {
+    struct sluice_policy policy; /* default policy for every key */
+    size_t max_keys;             /* live keys at most; default 1 << 20 */
+    size_t max_key_len;          /* bytes; default 256; longer keys get -ENAMETOOLONG */
+    unsigned shards;             /* 0: chosen from the CPU count; else rounded up to a
+                                    power of two, at most 4096 */
+    uint64_t idle_ttl_ns;        /* a key idle this long may be reaped; 0: the time
+                                    after which its state equals a fresh key's */
+    uint64_t reap_interval_ns;   /* > 0: a background thread reaps at this interval;
+                                    0: no thread, call sluice_reap() yourself */
+    enum sluice_when_full when_full;
+    enum sluice_clock clock;
+    uint64_t (*clock_fn)(void *clock_ctx);
+    void *clock_ctx;
+    const char *name;            /* policy name used in headers; default "default".
+                                    Copied by sluice_create(). */
+};
+
+struct sluice_result {
+    uint64_t limit;          /* count of the binding limit */
+    uint64_t remaining;      /* units still admissible now under the binding limit */
+    uint64_t retry_after_ns; /* 0 if allowed; else earliest wait after which the same
+                                request could pass (UINT64_MAX if it never can) */
+    uint64_t reset_after_ns; /* time until the binding limit is fully replenished */
+    uint64_t period_ns;      /* period of the binding limit */
+    unsigned limit_index;    /* index in the policy of the binding limit */
+    unsigned flags;          /* SLUICE_F_* */
+    /* appended in 1.0: */
+    unsigned key_index;      /* sluice_acquire_all: index in keys[] of the binding
+                                key; 0 for the single-key calls */
+};
+#define SLUICE_F_FULL 1u     /* decided by when_full, key not tracked */
+#define SLUICE_F_OVERRIDE 2u /* a per-key override policy applied */
+#define SLUICE_F_NEW_KEY 4u  /* this call created the key */
+
+struct sluice_stats {
+    uint64_t keys, allowed, denied, inserted, reaped, full;
+    uint64_t memory_bytes; /* bytes held by the limiter, tables and keys included */
+};
+
+struct sluice_key { /* for sluice_acquire_all */
+    sluice_t *limiter;
+    const void *key;
+    size_t len;
+};
+
+#define SLUICE_ALLOW 0
+#define SLUICE_DENY 1
+
+/*
+ * Fill *cfg with every default: no limits (add at least one with
+ * sluice_policy_add()), max_keys 1<<20, max_key_len 256, shards from the CPU
+ * count, idle_ttl 0, no reaper thread, SLUICE_FULL_DENY, monotonic clock,
+ * name "default".  Always call it before setting fields.
+ */
+SLUICE_API void sluice_config_init(struct sluice_config *cfg);
+
+/*
+ * Append one limit to *p (burst 0, precision 0: their defaults).
+ * Returns 0, -EINVAL (NULL p, unknown algo, count or period 0, or a limit
+ * sluice cannot represent, see enum sluice_algo) or -ENOSPC (already
+ * SLUICE_MAX_LIMITS limits).  On error *p is unchanged.
+ */
+SLUICE_API int sluice_policy_add(struct sluice_policy *p, enum sluice_algo algo,
+                                 uint64_t count, uint64_t period_ns);
+
+/*
+ * Create a limiter from *cfg, which is not referenced afterwards.
+ * Returns 0 and sets *out, or:
+ *   -EINVAL  NULL argument, empty or invalid policy, max_keys or max_key_len 0,
+ *            max_key_len above 2^30, CUSTOM clock without clock_fn, unknown enum;
+ *   -ENOMEM  out of memory;
+ *   -EAGAIN  the reaper thread could not be started.
+ */
+SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
+
+/*
+ * Stop the reaper thread (if any) and free everything.  NULL is a no-op.
+ * Must not race with other calls on the same limiter.
+ */
+SLUICE_API void sluice_destroy(sluice_t *l);
+
+/*
+ * Decide a request of `cost` units for `key` at the limiter's clock.
+ * Equivalent to sluice_acquire_at(l, key, len, cost, sluice_now(l), res).
+ */
+SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
+                              struct sluice_result *res);
+
+/*
+ * Decide a request of `cost` units for `key` at time now_ns, charging every
+ * limit of the key's policy if and only if all of them admit it.
+ * A new key is created (SLUICE_F_NEW_KEY); past max_keys it is decided by
+ * when_full (SLUICE_F_FULL) after an attempt to reap idle keys.
+ * cost 0 charges nothing and reports the key's state (creating nothing).
+ * res may be NULL; when given it is filled for every ALLOW/DENY.
+ * Returns SLUICE_ALLOW, SLUICE_DENY, or, charging nothing:
+ *   -EINVAL       l NULL, or key NULL with len > 0;
+ *   -ENAMETOOLONG len > max_key_len;
+ *   -E2BIG        cost above what some limit could ever admit (burst for
+ *                 GCRA, count otherwise);
+ *   -ENOMEM       the new key could not be allocated.
+ * Lock-free for existing keys: a denial writes no shared memory; an admission
+ * is one CAS per limit (a short per-key write section for SLIDING_LOG).
+ * Times earlier than the key's latest observed time are decided as at that
+ * latest time, so stale or backward clocks never admit more.
+ */
+SLUICE_API int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
+                                 uint64_t now_ns, struct sluice_result *res);
+
+/*
+ * What sluice_acquire_at() would decide, changing no state at all (no key is
+ * created, no statistic counted).  Same return values.
+ */
+SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
+                              uint64_t now_ns, struct sluice_result *res);
+
+/*
+ * One request checked against 1 <= n <= 16 keys, possibly in different
+ * limiters with different policies (client IP in one, user ID in another).
+ * All-or-nothing: every limit of every key is charged, or none is.  Keys are
+ * charged in order and a denial rolls back the charges already made, so a
+ * concurrent observer may briefly see a reservation that is then rolled back
+ * (a transient denial of another request), never an over-admission.
+ * res describes the binding limit; res->key_index says of which key.
+ * Returns as sluice_acquire_at(), plus -EINVAL for n == 0, n > 16, NULL keys
+ * or a NULL limiter in keys[].
+ */
+SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost,
+                                  uint64_t now_ns, struct sluice_result *res);
+
+/*
+ * Forget the key's state: its next request is decided as a fresh key's.
+ * A per-key override stays in place.
+ * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
+ */
+SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
+
+/*
+ * Replace the default policy of every key without an override, while other
+ * threads keep deciding.  Keys keep the state of each limit whose algorithm
+ * and period are unchanged (raising 10/s to 20/s keeps the GCRA TAT); other
+ * limits start fresh.  Keys migrate lazily on their next request.  Requests
+ * costing more than the new policy admits get -E2BIG from then on.
+ * Returns 0, -EINVAL (bad policy), -ENOMEM.
+ */
+SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
+
+/*
+ * Give one key its own policy (a custom quota) until cleared, creating the
+ * key if needed.  State carries over as for sluice_set_policy().  Keys with
+ * an override are never reaped.  Decisions show SLUICE_F_OVERRIDE.
+ * Returns 0, -EINVAL, -ENAMETOOLONG, -ENOMEM, or -ENOSPC when it would add a
+ * key past max_keys and nothing can be reaped.
+ */
+SLUICE_API int sluice_override_set(sluice_t *l, const void *key, size_t len,
+                                   const struct sluice_policy *p);
+
+/*
+ * Return the key to the default policy (state carried over as above).
+ * Returns 0, -ENOENT (no override on that key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
+ */
+SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
+
+/*
+ * Remove every key whose state equals a fresh key's at now_ns and that has
+ * been idle idle_ttl_ns (no admitted request).  Never changes a decision.
+ * Memory returns through epoch-based reclamation while other threads keep
+ * deciding.  Returns the number of keys removed (0 for NULL l).
+ */
+SLUICE_API size_t sluice_reap(sluice_t *l, uint64_t now_ns);
+
+/* Counters and memory of the limiter.  Zeroes *out for NULL l. */
+SLUICE_API void sluice_stats(sluice_t *l, struct sluice_stats *out);
+
+/* The limiter's clock, in ns (0 for NULL l). */
+SLUICE_API uint64_t sluice_now(sluice_t *l);
+
+#define SLUICE_HDR_IETF 1u /* RateLimit-Policy and RateLimit, latest IETF httpapi draft */
+#define SLUICE_HDR_X 2u    /* X-RateLimit-Limit/-Remaining/-Used/-Reset */
+
+/*
+ * Write HTTP response header lines for *res ("Name: value\r\n" each, then a
+ * NUL) into buf[0..cap).  style is SLUICE_HDR_IETF, SLUICE_HDR_X or both;
+ * a denial (retry_after_ns > 0) adds "Retry-After: <seconds>".  All seconds
+ * round up.  The policy name comes from the config's name.
+ * Returns the bytes written (without the NUL), -EINVAL (NULL l, res or buf
+ * with cap > 0, unknown style bits) or -ENOSPC (buf too short: nothing
+ * useful written, never past cap; buf holds "" when cap > 0).
+ */
+SLUICE_API int sluice_format_headers(sluice_t *l, const struct sluice_result *res,
+                                     unsigned style, char *buf, size_t cap);
+
+/* A static English text for a return value of this API ("allowed", "denied"
+ * or the errno's meaning). */
+SLUICE_API const char *sluice_strerror(int rc);
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+SLUICE_API const char *sluice_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

@@ -1,0 +1,167 @@
+/*
+ * Approximate sliding window (the two-counter estimate of HAProxy's freq_ctr
+ * and large CDNs): admit iff
+ *     prev * (period - elapsed) / period + cur + cost <= count
+ * with elapsed = now mod period.  State: one word (window index, prev, cur).
+ * Compared exactly in 128-bit integers, no rounding.
+ */
+#include "internal.h"
+
+static int approx_compile(struct sl_lim *lim)
+{
+    lim->width = lim->def.period_ns;
+    lim->nwords = 1;
+    return sl_window_pack_compile(lim, 2);
+}
+
+struct approx_view {
+    uint64_t idx;               /* absolute window index decided in */
+    uint64_t elapsed;           /* ns into that window */
+    uint64_t prev, cur;
+};
+
+/* As fixed_view(); a time older than the stored window is decided at the
+ * stored window's start, where the estimate is largest. */
+static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, struct approx_view *v)
+{
+    uint64_t idx = now / lim->width, prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
+    int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, c));
+
+    v->idx = idx;
+    v->elapsed = now % lim->width;
+    v->prev = v->cur = 0;
+    if (prev == 0 && cur == 0)
+        return;
+    if (d < 0) {
+        v->idx = idx - (uint64_t)d;
+        v->elapsed = 0;
+    }
+    if (d <= 0) {
+        v->prev = prev;
+        v->cur = cur;
+    } else if (d == 1) {
+        v->prev = cur;
+    }
+}
+
+/* count*W - prev*(W - elapsed) - cur*W: the room left, scaled by W (may be < 0). */
+static sl_i128 approx_room(const struct sl_lim *lim, const struct approx_view *v)
+{
+    sl_u128 wd = lim->width;
+
+    return (sl_i128)((sl_u128)lim->def.count * wd) -
+           (sl_i128)((sl_u128)v->prev * (wd - v->elapsed)) - (sl_i128)((sl_u128)v->cur * wd);
+}
+
+static int approx_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                         uint64_t *receipt)
+{
+    uint64_t c = sl_load_acq(w);
+    struct approx_view v;
+
+    for (;;) {
+        if (c & SL_DEAD)
+            return SL_FROZEN;
+        approx_view(lim, c, now, &v);
+        if (approx_room(lim, &v) < (sl_i128)((sl_u128)cost * lim->width))
+            return SL_NO;
+        if (sl_cas_acqrel(w, &c, sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost)))) {
+            *receipt = v.idx;
+            return SL_OK;
+        }
+    }
+}
+
+static void approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+{
+    uint64_t c = sl_load_acq(w);
+
+    for (;;) {
+        uint64_t prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
+        uint64_t idx = sl_word_index(lim, c);
+        if (c & SL_DEAD)
+            return;
+        if (idx == (receipt & lim->imask))
+            cur -= sl_min64(cur, cost);
+        else if (idx == ((receipt + 1) & lim->imask))
+            prev -= sl_min64(prev, cost);
+        else
+            return;
+        if (sl_cas_acqrel(w, &c, sl_word_make(lim, idx, (prev << lim->cbits) | cur)))
+            return;
+    }
+}
+
+/* Earliest elapsed e' in a window where prev*(W - e') <= avail*W. */
+static uint64_t approx_first_fit(uint64_t width, uint64_t prev, uint64_t avail)
+{
+    sl_u128 k;
+
+    if (prev == 0)
+        return 0;
+    k = ((sl_u128)avail * width) / prev;
+    return k >= width ? 0 : width - (uint64_t)k;
+}
+
+static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                         struct sl_report *out)
+{
+    uint64_t c = sl_load_acq(w), count = lim->def.count, start, at;
+    struct approx_view v;
+    sl_i128 room;
+
+    if (c & SL_DEAD)
+        return SL_FROZEN;
+    approx_view(lim, c, now, &v);
+    room = approx_room(lim, &v);
+    start = sl_u128_sat((sl_u128)v.idx * lim->width);
+    out->remaining = room > 0 ? (uint64_t)(room / lim->width) : 0;
+    out->reset_after = 0;
+    if (v.cur != 0 || v.prev != 0) {
+        at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * (v.cur ? 2 : 1));
+        out->reset_after = at > now ? at - now : 0;
+    }
+    if (room >= (sl_i128)((sl_u128)cost * lim->width)) {
+        out->retry_after = 0;
+        return SL_OK;
+    }
+    if (v.cur + cost <= count) /* later in this window */
+        at = sl_sat_add(start, approx_first_fit(lim->width, v.prev, count - v.cur - cost));
+    else                       /* in the next one, cur having become prev */
+        at = sl_sat_add(sl_sat_add(start, lim->width),
+                        approx_first_fit(lim->width, v.cur, count - cost));
+    out->retry_after = at > now ? at - now : 1;
+    return SL_NO;
+}
+
+static bool approx_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
+{
+    struct approx_view v;
+
+    (void)w;
+    approx_view(lim, c, now, &v);
+    return v.prev == 0 && v.cur == 0;
+}
+
+static void approx_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                         sl_aword *tw, uint64_t now)
+{
+    struct approx_view v;
+
+    approx_view(from, sl_load_acq(fw) & ~SL_DEAD, now, &v);
+    v.prev = sl_min64(v.prev, to->def.count);
+    v.cur = sl_min64(v.cur, to->def.count);
+    if (v.prev != 0 || v.cur != 0)
+        sl_store_rlx(tw, sl_word_make(to, v.idx, (v.prev << to->cbits) | v.cur));
+}
+
+const struct sl_algo sl_algo_approx = {
+    .name = "approx_sliding",
+    .compile = approx_compile,
+    .charge = approx_charge,
+    .undo = approx_undo,
+    .report = approx_report,
+    .is_fresh = approx_is_fresh,
+    .freeze = sl_window_freeze,
+    .carry = approx_carry,
+};

@@ -1,0 +1,110 @@
+/*
+ * Fixed window: at most `count` units in each window [k*period, (k+1)*period).
+ * State: one word (window index, units admitted in it).  Cheapest and exact
+ * to its definition, which admits up to 2*count across a boundary.
+ */
+#include "internal.h"
+
+static int fixed_compile(struct sl_lim *lim)
+{
+    lim->width = lim->def.period_ns;
+    lim->nwords = 1;
+    return sl_window_pack_compile(lim, 1);
+}
+
+/*
+ * The window the request is decided in (absolute index) and the units
+ * already in it.  A time older than the stored window is decided in the
+ * stored (latest observed) one; a word with no units is a fresh key's.
+ */
+static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t *used)
+{
+    uint64_t idx = now / lim->width;
+    int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, c));
+
+    *used = 0;
+    if ((c & lim->cmask) == 0 || d > 0)
+        return idx;
+    *used = c & lim->cmask;
+    return idx - (uint64_t)d; /* d <= 0: the stored window */
+}
+
+static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                        uint64_t *receipt)
+{
+    uint64_t c = sl_load_acq(w), used, idx;
+
+    for (;;) {
+        if (c & SL_DEAD)
+            return SL_FROZEN;
+        idx = fixed_view(lim, c, now, &used);
+        if (used + cost > lim->def.count)
+            return SL_NO;
+        if (sl_cas_acqrel(w, &c, sl_word_make(lim, idx, used + cost))) {
+            *receipt = idx;
+            return SL_OK;
+        }
+    }
+}
+
+static void fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+{
+    uint64_t c = sl_load_acq(w);
+
+    for (;;) {
+        uint64_t used = c & lim->cmask;
+        if ((c & SL_DEAD) || sl_word_index(lim, c) != (receipt & lim->imask))
+            return; /* frozen, or the window is over and the charge with it */
+        used -= sl_min64(used, cost);
+        if (sl_cas_acqrel(w, &c, sl_word_make(lim, receipt, used)))
+            return;
+    }
+}
+
+static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                        struct sl_report *out)
+{
+    uint64_t c = sl_load_acq(w), used, idx, end;
+
+    if (c & SL_DEAD)
+        return SL_FROZEN;
+    idx = fixed_view(lim, c, now, &used);
+    end = sl_u128_sat((sl_u128)(idx + 1) * lim->width);
+    out->remaining = lim->def.count - used;
+    out->reset_after = used ? (end > now ? end - now : 0) : 0;
+    if (used + cost <= lim->def.count) {
+        out->retry_after = 0;
+        return SL_OK;
+    }
+    out->retry_after = end > now ? end - now : 1;
+    return SL_NO;
+}
+
+static bool fixed_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
+{
+    uint64_t used;
+
+    (void)w;
+    fixed_view(lim, c, now, &used);
+    return used == 0;
+}
+
+static void fixed_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                        sl_aword *tw, uint64_t now)
+{
+    uint64_t used, idx = fixed_view(from, sl_load_acq(fw) & ~SL_DEAD, now, &used);
+
+    if (used != 0)
+        sl_store_rlx(tw, sl_word_make(to, idx, sl_min64(used, to->def.count)));
+}
+
+const struct sl_algo sl_algo_fixed = {
+    .name = "fixed_window",
+    .compile = fixed_compile,
+    .charge = fixed_charge,
+    .undo = fixed_undo,
+    .report = fixed_report,
+    .is_fresh = fixed_is_fresh,
+    .freeze = sl_window_freeze,
+    .carry = fixed_carry,
+};

@@ -1,0 +1,196 @@
+/*
+ * Sliding log (exact): one timestamp per admitted unit; admit iff the units
+ * with timestamp in (now - period, now] plus the cost stay <= count.
+ *
+ * State: w[0] a sequence word (odd while a writer holds the key), w[1] the
+ * total units ever admitted N, w[2..2+count) a ring of the last `count`
+ * timestamps, unit j at slot j mod count, in time order (times older than
+ * the newest are stamped as the newest).  Decisions read a consistent
+ * snapshot seqlock-style and write nothing when they deny; an admission takes
+ * the per-key sequence by CAS, so it is guarded per key rather than
+ * lock-free.  The check is O(1): the cost fits iff the
+ * (count - cost + 1)-th newest unit has left the window.
+ * Memory: 8 bytes per unit of count, plus 16, per key.
+ */
+#include "internal.h"
+
+#define SL_LOG_MAX_COUNT 65536u
+
+static int log_compile(struct sl_lim *lim)
+{
+    if (lim->def.count > SL_LOG_MAX_COUNT)
+        return -EINVAL;
+    lim->cap = lim->def.count;
+    lim->nwords = (uint32_t)(2 + lim->def.count);
+    return 0;
+}
+
+static uint64_t log_ts(const struct sl_lim *lim, sl_aword *w, uint64_t j)
+{
+    return sl_load_rlx(&w[2 + j % lim->def.count]);
+}
+
+/* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
+static uint64_t log_read_begin(sl_aword *w)
+{
+    uint64_t s;
+
+    while (((s = sl_load_acq(&w[0])) & 1) && !(s & SL_DEAD))
+        sl_cpu_relax();
+    return s;
+}
+
+static bool log_read_valid(sl_aword *w, uint64_t s)
+{
+    sl_fence_acq(); /* order the snapshot's loads before the re-check */
+    return sl_load_rlx(&w[0]) == s;
+}
+
+struct log_view {
+    uint64_t n;                 /* units ever admitted */
+    uint64_t eff;               /* now, or the newest stamp if later */
+    uint64_t blocker;           /* stamp that must leave the window for `cost` to fit */
+    bool fits;
+};
+
+/* Decide `cost` on the current words (caller validates the snapshot). */
+static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                     struct log_view *v)
+{
+    uint64_t count = lim->def.count;
+
+    v->n = sl_load_rlx(&w[1]);
+    v->eff = v->n ? sl_max64(now, log_ts(lim, w, v->n - 1)) : now;
+    v->fits = true;
+    v->blocker = 0;
+    if (cost > 0 && v->n + cost > count) {
+        v->blocker = log_ts(lim, w, v->n + cost - count - 1);
+        v->fits = sl_sat_add(v->blocker, lim->def.period_ns) <= v->eff;
+    }
+}
+
+static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                      uint64_t *receipt)
+{
+    for (;;) {
+        struct log_view v;
+        uint64_t s = log_read_begin(w);
+        if (s & SL_DEAD)
+            return SL_FROZEN;
+        log_view(lim, w, now, cost, &v);
+        if (!log_read_valid(w, s))
+            continue;
+        if (!v.fits)
+            return SL_NO;
+        if (!sl_cas_acqrel(&w[0], &s, s + 1))
+            continue; /* someone wrote since the snapshot: decide again */
+        for (uint64_t i = 0; i < cost; i++)
+            sl_store_rlx(&w[2 + (v.n + i) % lim->def.count], v.eff);
+        sl_store_rlx(&w[1], v.n + cost);
+        /* +1, not a store: keeps a SL_DEAD set meanwhile by a freezer */
+        atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
+        *receipt = v.n;
+        return SL_OK;
+    }
+}
+
+/* Remove units [j0, j0+cost) by moving later units down, keeping order. */
+static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t j0)
+{
+    uint64_t s = log_read_begin(w), n;
+
+    while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, s + 1))
+        s = log_read_begin(w);
+    if (s & SL_DEAD)
+        return;
+    n = sl_load_rlx(&w[1]);
+    /* Still in the ring?  Otherwise newer units pushed them out: keep. */
+    if (j0 + cost <= n && n - j0 <= lim->def.count) {
+        for (uint64_t j = j0 + cost; j < n; j++)
+            sl_store_rlx(&w[2 + (j - cost) % lim->def.count], log_ts(lim, w, j));
+        sl_store_rlx(&w[1], n - cost);
+    }
+    atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
+}
+
+/* Units of the last min(n, count) whose stamp is inside the window at eff. */
+static uint64_t log_in_window(const struct sl_lim *lim, sl_aword *w, uint64_t n, uint64_t eff)
+{
+    uint64_t lo = n > lim->def.count ? n - lim->def.count : 0, hi = n;
+
+    /* stamps ascend with j: find the first j whose stamp is in the window */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (sl_sat_add(log_ts(lim, w, mid), lim->def.period_ns) <= eff)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return n - lo;
+}
+
+static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                      struct sl_report *out)
+{
+    for (;;) {
+        struct log_view v;
+        uint64_t s = log_read_begin(w), inwin, newest_end;
+        if (s & SL_DEAD)
+            return SL_FROZEN;
+        log_view(lim, w, now, cost, &v);
+        inwin = log_in_window(lim, w, v.n, v.eff);
+        newest_end = v.n ? sl_sat_add(log_ts(lim, w, v.n - 1), lim->def.period_ns) : 0;
+        if (!log_read_valid(w, s))
+            continue;
+        out->remaining = lim->def.count - sl_min64(inwin, lim->def.count);
+        out->reset_after = newest_end > now ? newest_end - now : 0;
+        out->retry_after = 0;
+        if (!v.fits) {
+            uint64_t at = sl_sat_add(v.blocker, lim->def.period_ns);
+            out->retry_after = at > now ? at - now : 1;
+        }
+        return v.fits ? SL_OK : SL_NO;
+    }
+}
+
+static bool log_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
+{
+    uint64_t n = sl_load_rlx(&w[1]);
+
+    if (c & 1)
+        return false; /* a writer is in */
+    return n == 0 || sl_sat_add(log_ts(lim, w, n - 1), lim->def.period_ns) <= now;
+}
+
+static uint64_t log_freeze(sl_aword *w)
+{
+    uint64_t s = sl_fetch_or_acqrel(&w[0], SL_DEAD);
+
+    while (sl_load_acq(&w[0]) & 1)
+        sl_cpu_relax(); /* the writer in finishes; no new one can enter */
+    return s;
+}
+
+/* Same period: keep the newest min(n, old count, new count) stamps. */
+static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                      sl_aword *tw, uint64_t now)
+{
+    uint64_t n = sl_load_rlx(&fw[1]);
+    uint64_t keep = sl_min64(n, sl_min64(from->def.count, to->def.count));
+
+    (void)now;
+    for (uint64_t i = 0; i < keep; i++)
+        sl_store_rlx(&tw[2 + i], log_ts(from, fw, n - keep + i));
+    sl_store_rlx(&tw[1], keep);
+}
+
+const struct sl_algo sl_algo_log = {
+    .name = "sliding_log",
+    .compile = log_compile,
+    .charge = log_charge,
+    .undo = log_undo,
+    .report = log_report,
+    .is_fresh = log_is_fresh,
+    .freeze = log_freeze,
+    .carry = log_carry,
+};

@@ -1,0 +1,195 @@
+/*
+ * Sliding window of sub-buckets: the window at `now` is the nb =
+ * ceil(period/precision) sub-buckets ending with the one holding `now`;
+ * admitted units in them plus the cost must stay <= count.
+ *
+ * State: w[0] is the head (the newest sub-bucket: index and units) and
+ * w[1..nb] a ring of older sub-buckets, slot = index mod nb.  Every charge is
+ * a CAS on the head, so a decision is linearizable: the ring holds only
+ * sub-buckets older than the head, which no longer change.  Moving the head
+ * to a newer sub-bucket first archives the old head into its ring slot; a
+ * slot is only ever raised (to a newer index or a larger count of the same
+ * index), so a slow archiver can never overwrite a newer value.
+ */
+#include "internal.h"
+
+#define SL_MAX_SUBBUCKETS (UINT64_C(1) << 17)
+
+static int sliding_compile(struct sl_lim *lim)
+{
+    if (lim->def.precision_ns == 0)
+        lim->def.precision_ns = 1000000000u;
+    if (lim->def.precision_ns > lim->def.period_ns)
+        lim->def.precision_ns = lim->def.period_ns;
+    lim->width = lim->def.precision_ns;
+    lim->nb = lim->def.period_ns / lim->width + (lim->def.period_ns % lim->width != 0);
+    if (lim->nb > SL_MAX_SUBBUCKETS)
+        return -EINVAL;
+    lim->nwords = (uint32_t)(1 + lim->nb);
+    return sl_window_pack_compile(lim, 1);
+}
+
+/* The head as seen from now: absolute index decided in, and its units. */
+static uint64_t sliding_head(const struct sl_lim *lim, uint64_t h, uint64_t now, uint64_t *hidx,
+                             uint64_t *hcnt)
+{
+    uint64_t idx = now / lim->width;
+    int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, h));
+
+    *hidx = idx - (uint64_t)d; /* absolute index of the stored head */
+    *hcnt = h & lim->cmask;
+    if (h == 0)
+        *hidx = idx;
+    return d < 0 ? *hidx : idx; /* older times are decided at the head */
+}
+
+/* Units of the sub-bucket at absolute index j, if the ring or head has it. */
+static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t hidx,
+                              uint64_t hcnt)
+{
+    uint64_t v;
+
+    if (j == hidx)
+        return hcnt;
+    if (j > hidx)
+        return 0;
+    v = sl_load_acq(&w[1 + j % lim->nb]);
+    return sl_word_index(lim, v) == (j & lim->imask) ? v & lim->cmask : 0;
+}
+
+/* Units in the window ending at sub-bucket eff. */
+static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff, uint64_t hidx,
+                            uint64_t hcnt)
+{
+    uint64_t sum = 0, first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
+
+    for (uint64_t j = first; j <= eff; j++)
+        sum += sliding_units(lim, w, j, hidx, hcnt);
+    return sum;
+}
+
+/* Raise ring slot of index j to hold at least `units`. */
+static void sliding_archive(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
+{
+    sl_aword *slot = &w[1 + j % lim->nb];
+    uint64_t v = sl_load_acq(slot), want = sl_word_make(lim, j, units);
+
+    while (sl_index_diff(lim, j, sl_word_index(lim, v)) > 0 ||
+           (sl_word_index(lim, v) == (j & lim->imask) && (v & lim->cmask) < units)) {
+        if (sl_cas_acqrel(slot, &v, want))
+            return;
+    }
+}
+
+static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                          uint64_t *receipt)
+{
+    uint64_t h = sl_load_acq(&w[0]);
+
+    for (;;) {
+        uint64_t hidx, hcnt, eff, cur;
+        if (h & SL_DEAD)
+            return SL_FROZEN;
+        eff = sliding_head(lim, h, now, &hidx, &hcnt);
+        if (sliding_sum(lim, w, eff, hidx, hcnt) + cost > lim->def.count)
+            return SL_NO;
+        cur = eff == hidx ? hcnt : 0;
+        if (eff != hidx && hcnt != 0)
+            sliding_archive(lim, w, hidx, hcnt);
+        if (sl_cas_acqrel(&w[0], &h, sl_word_make(lim, eff, cur + cost))) {
+            *receipt = eff;
+            return SL_OK;
+        }
+    }
+}
+
+static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        /* first the head, then the ring slot the head was archived to */
+        sl_aword *word = i == 0 ? &w[0] : &w[1 + receipt % lim->nb];
+        uint64_t v = sl_load_acq(word);
+        while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt & lim->imask)) {
+            uint64_t units = v & lim->cmask;
+            if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt, units - sl_min64(units, cost))))
+                return;
+        }
+        if (v & SL_DEAD)
+            return;
+    }
+}
+
+static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                          struct sl_report *out)
+{
+    uint64_t h = sl_load_acq(&w[0]), hidx, hcnt, eff, sum, first, freed = 0, newest = 0;
+    bool fits;
+
+    if (h & SL_DEAD)
+        return SL_FROZEN;
+    eff = sliding_head(lim, h, now, &hidx, &hcnt);
+    sum = sliding_sum(lim, w, eff, hidx, hcnt);
+    fits = sum + cost <= lim->def.count;
+    first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
+    out->remaining = sum >= lim->def.count ? 0 : lim->def.count - sum;
+    out->retry_after = 0;
+    /* Sub-bucket j leaves the window when the head reaches j + nb. */
+    for (uint64_t j = first; j <= eff; j++) {
+        uint64_t units = sliding_units(lim, w, j, hidx, hcnt);
+        if (units == 0)
+            continue;
+        newest = j;
+        freed += units;
+        if (!fits && out->retry_after == 0 && sum - freed + cost <= lim->def.count) {
+            uint64_t at = sl_u128_sat((sl_u128)(j + lim->nb) * lim->width);
+            out->retry_after = at > now ? at - now : 1;
+        }
+    }
+    out->reset_after = 0;
+    if (sum != 0) {
+        uint64_t at = sl_u128_sat((sl_u128)(newest + lim->nb) * lim->width);
+        out->reset_after = at > now ? at - now : 0;
+    }
+    return fits ? SL_OK : SL_NO;
+}
+
+static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
+{
+    uint64_t hidx, hcnt, eff = sliding_head(lim, c, now, &hidx, &hcnt);
+
+    return sliding_sum(lim, w, eff, hidx, hcnt) == 0;
+}
+
+/* Same period.  Same precision: every sub-bucket keeps its units.  Other
+ * precision: the whole window's units go into the newest sub-bucket, which
+ * over-counts for at most one period instead of forgetting admissions. */
+static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                          sl_aword *tw, uint64_t now)
+{
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, first;
+
+    eff = sliding_head(from, h, now, &hidx, &hcnt);
+    if (from->width != to->width) {
+        uint64_t sum = sliding_sum(from, fw, eff, hidx, hcnt);
+        if (sum != 0)
+            sl_store_rlx(&tw[0], sl_word_make(to, now / to->width, sl_min64(sum, to->def.count)));
+        return;
+    }
+    first = eff >= from->nb - 1 ? eff - (from->nb - 1) : 0;
+    for (uint64_t j = first; j <= eff; j++) {
+        uint64_t units = sl_min64(sliding_units(from, fw, j, hidx, hcnt), to->def.count);
+        if (units != 0)
+            sl_store_rlx(j == hidx ? &tw[0] : &tw[1 + j % to->nb], sl_word_make(to, j, units));
+    }
+}
+
+const struct sl_algo sl_algo_sliding = {
+    .name = "sliding_window",
+    .compile = sliding_compile,
+    .charge = sliding_charge,
+    .undo = sliding_undo,
+    .report = sliding_report,
+    .is_fresh = sliding_is_fresh,
+    .freeze = sl_window_freeze,
+    .carry = sliding_carry,
+};

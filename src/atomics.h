@@ -1,0 +1,75 @@
+/*
+ * The one atomics wrapper of sluice.  Every access to shared mutable state
+ * goes through these, with its memory order spelled out at the call site:
+ *   sl_load_acq / sl_store_rel   publish-and-observe pairs
+ *   sl_load_rlx / sl_store_rlx   values whose ordering another atomic gives
+ *   sl_cas_acqrel                the linearization point of a charge
+ */
+#ifndef SL_ATOMICS_H
+#define SL_ATOMICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef _Atomic uint64_t sl_aword;
+
+static inline uint64_t sl_load_acq(sl_aword *w)
+{
+    return atomic_load_explicit(w, memory_order_acquire);
+}
+
+static inline uint64_t sl_load_rlx(sl_aword *w)
+{
+    return atomic_load_explicit(w, memory_order_relaxed);
+}
+
+static inline void sl_store_rel(sl_aword *w, uint64_t v)
+{
+    atomic_store_explicit(w, v, memory_order_release);
+}
+
+static inline void sl_store_rlx(sl_aword *w, uint64_t v)
+{
+    atomic_store_explicit(w, v, memory_order_relaxed);
+}
+
+/* On failure *expected holds the current value (acquire, so a retry sees
+ * everything published before it). */
+static inline bool sl_cas_acqrel(sl_aword *w, uint64_t *expected, uint64_t desired)
+{
+    return atomic_compare_exchange_strong_explicit(w, expected, desired, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+static inline uint64_t sl_fetch_or_acqrel(sl_aword *w, uint64_t bits)
+{
+    return atomic_fetch_or_explicit(w, bits, memory_order_acq_rel);
+}
+
+/* Statistics: only the total matters, never the order. */
+static inline void sl_count(sl_aword *w, uint64_t n)
+{
+    atomic_fetch_add_explicit(w, n, memory_order_relaxed);
+}
+
+static inline void sl_uncount(sl_aword *w, uint64_t n)
+{
+    atomic_fetch_sub_explicit(w, n, memory_order_relaxed);
+}
+
+static inline void sl_fence_acq(void)
+{
+    atomic_thread_fence(memory_order_acquire);
+}
+
+static inline void sl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

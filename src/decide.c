@@ -1,0 +1,358 @@
+/*
+ * Decisions: acquire, peek and acquire_all share one path.
+ *
+ *   resolve every key (lock-free lookup; insert or migrate under the shard
+ *   lock only when the key is new or its policy changed)
+ *   charge every limit of every key in order; a denial rolls back the
+ *   charges made so far, so it is all-or-nothing and never over-admits
+ *   fill the result from the binding limit
+ *
+ * A charge that meets a frozen entry (being reaped or replaced) rolls back,
+ * waits for the shard's writer and starts over on the new entry.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#define SL_MAX_KEYS 16
+
+/* How often a full table may reap a shard from the insert path. */
+#define SL_FULL_REAP_EVERY 16
+
+void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len)
+{
+    memset(g, 0, sizeof(*g));
+    g->l = l;
+    g->key = key;
+    g->len = len;
+    g->h = sl_hash(&l->hkey, key, len);
+    g->s = sl_shard_of(l, g->h);
+}
+
+int sl_key_check(struct sluice *l, const void *key, size_t len)
+{
+    if (l == NULL || (key == NULL && len > 0))
+        return -EINVAL;
+    return len > l->max_key_len ? -ENAMETOOLONG : 0;
+}
+
+bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap)
+{
+    for (unsigned attempt = 0;; attempt++) {
+        uint64_t n = atomic_fetch_add_explicit(&l->nkeys, 1, memory_order_relaxed);
+        if (n < l->max_keys)
+            return true;
+        sl_uncount(&l->nkeys, 1);
+        /* Full: reaping scans the whole shard, so under a flood of new keys
+         * only every SL_FULL_REAP_EVERY-th attempt pays for it. */
+        if (attempt > 0 || (!force_reap && sl_load_rlx(&l->full) % SL_FULL_REAP_EVERY != 0) ||
+            sl_table_reap_shard(s, now, l->idle_ttl_ns, SIZE_MAX) == 0)
+            return false;
+    }
+}
+
+static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol)
+{
+    g->e = e;
+    g->pol = pol;
+    g->w = e != NULL ? e->w : pol->zero_w;
+    if (pol->is_override)
+        g->flags |= SLUICE_F_OVERRIDE;
+}
+
+/* Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full. */
+static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol,
+                            uint64_t now)
+{
+    struct sluice *l = g->l;
+    struct sl_entry *e;
+    int rc = sl_entry_new(l, pol, g->key, g->len, &e);
+
+    if (rc < 0)
+        return rc;
+    sl_shard_lock(g->s);
+    if (sl_table_get(g->s, g->h, g->key, g->len) != NULL) {
+        rc = -EAGAIN; /* someone else inserted it: use theirs */
+    } else if (!sl_key_reserve(l, g->s, now, false)) {
+        sl_count(&l->full, 1);
+        g->flags |= SLUICE_F_FULL;
+        sl_target_use(g, NULL, pol);
+        rc = 1;
+    } else if (sl_table_insert_locked(g->s, g->h, e) != 0) {
+        sl_uncount(&l->nkeys, 1);
+        rc = -ENOMEM;
+    } else {
+        sl_count(&l->inserted, 1);
+        g->flags |= SLUICE_F_NEW_KEY;
+        sl_target_use(g, e, pol);
+    }
+    sl_shard_unlock(g->s);
+    if (rc != 0)
+        sl_entry_discard(l, e);
+    sl_epoch_poll(t);
+    return rc > 0 ? 0 : rc;
+}
+
+/*
+ * Find (or, if create, make) g's entry under the policy it should have now.
+ * Called inside an epoch section.  cost is checked against that policy
+ * before anything is created.
+ */
+static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost,
+                             uint64_t now, bool create)
+{
+    for (;;) {
+        struct sl_entry *e = sl_table_get(g->s, g->h, g->key, g->len);
+        struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
+        struct sl_policy *want = e != NULL && e->pol->is_override ? e->pol : cur;
+        int rc;
+
+        if (cost > want->min_cap)
+            return -E2BIG;
+        if (e != NULL && e->pol == want) {
+            sl_target_use(g, e, want);
+            return 0;
+        }
+        if (e == NULL && !create) {
+            sl_target_use(g, NULL, cur);
+            return 0;
+        }
+        rc = e != NULL ? sl_entry_replace(t, g, e, want, true, now)
+                       : sl_target_insert(t, g, want, now);
+        if (rc != -EAGAIN)
+            return rc;
+    }
+}
+
+/* The charge found a frozen entry: let its writer finish. */
+static void sl_target_wait(struct sl_target *g)
+{
+    sl_shard_lock(g->s);
+    sl_shard_unlock(g->s);
+}
+
+static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct sl_policy *pol = g[i].pol;
+        while (g[i].charged > 0) {
+            const struct sl_lim *lim = &pol->lim[--g[i].charged];
+            lim->ops->undo(lim, g[i].w + lim->off, cost, g[i].receipt[g[i].charged]);
+        }
+    }
+}
+
+static void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
+                           unsigned limit, const struct sl_report *r)
+{
+    const struct sl_lim *lim = &g->pol->lim[limit];
+
+    res->limit = lim->def.count;
+    res->remaining = r->remaining;
+    res->retry_after_ns = r->retry_after;
+    res->reset_after_ns = r->reset_after;
+    res->period_ns = lim->def.period_ns;
+    res->limit_index = limit;
+    res->key_index = key;
+}
+
+/*
+ * Report every limit (read-only).  cost is what the caller wants to know
+ * about (0 after a charge).  Returns SL_NO with the first limit that would
+ * deny in res, SL_FROZEN, or SL_OK with the binding limit in res.
+ */
+static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
+                         struct sluice_result *res, size_t *frozen)
+{
+    struct sl_report best = {.remaining = UINT64_MAX}, r;
+    unsigned best_key = 0, best_lim = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
+            const struct sl_lim *lim = &g[i].pol->lim[j];
+            int rc = lim->ops->report(lim, g[i].w + lim->off, now, cost, &r);
+            if (rc == SL_FROZEN) {
+                *frozen = i;
+                return SL_FROZEN;
+            }
+            if (rc == SL_NO) {
+                if (res != NULL)
+                    sl_result_fill(res, &g[i], (unsigned)i, j, &r);
+                return SL_NO;
+            }
+            r.remaining -= sl_min64(r.remaining, cost);
+            if (r.remaining < best.remaining) {
+                best = r;
+                best_key = (unsigned)i;
+                best_lim = j;
+            }
+        }
+    }
+    if (res != NULL)
+        sl_result_fill(res, &g[best_key], best_key, best_lim, &best);
+    return SL_OK;
+}
+
+/* Charge every limit of every tracked key; all or nothing. */
+static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
+                         struct sluice_result *res, size_t *frozen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].e == NULL)
+            continue; /* untracked: the table is full and fails open */
+        for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
+            const struct sl_lim *lim = &g[i].pol->lim[j];
+            int rc = lim->ops->charge(lim, g[i].w + lim->off, now, cost, &g[i].receipt[j]);
+            if (rc == SL_OK) {
+                g[i].charged = j + 1;
+                continue;
+            }
+            sl_undo_all(g, i + 1, cost);
+            if (rc == SL_FROZEN) {
+                *frozen = i;
+                return SL_FROZEN;
+            }
+            if (res != NULL) {
+                struct sl_report r;
+                if (lim->ops->report(lim, g[i].w + lim->off, now, cost, &r) != SL_NO)
+                    r.retry_after = 1; /* freed meanwhile: try again now */
+                sl_result_fill(res, &g[i], (unsigned)i, j, &r);
+            }
+            return SL_NO;
+        }
+    }
+    return SL_OK;
+}
+
+static void sl_touch(struct sl_target *g, uint64_t now)
+{
+    if (g->e == NULL || g->l->idle_ttl_ns == 0)
+        return;
+    /* relaxed: only the reaper reads it, under the shard lock, and a
+     * slightly old value only delays reaping */
+    if (sl_load_rlx(&g->e->last_ns) < now)
+        sl_store_rlx(&g->e->last_ns, now);
+}
+
+static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = g[k].l == g[i].l;
+        if (!seen) {
+            struct sl_stat_slot *slot = &g[i].l->stat[t->id % SL_STAT_SLOTS];
+            sl_count(allowed ? &slot->allowed : &slot->denied, 1);
+        }
+    }
+}
+
+/* Resolve, then charge (or only report); loops while entries are replaced. */
+static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
+                     uint64_t now, bool charge, struct sluice_result *res)
+{
+    unsigned flags = 0;
+    size_t frozen = 0;
+    int rc = 0;
+
+    for (;;) {
+        flags = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            g[i].flags = 0;
+            g[i].charged = 0;
+            rc = sl_target_resolve(t, &g[i], cost, now, charge);
+            flags |= g[i].flags;
+        }
+        if (rc < 0)
+            return rc;
+        if ((flags & SLUICE_F_FULL) && g[0].l->when_full == SLUICE_FULL_DENY) {
+            for (size_t i = 0; i < n && res != NULL; i++) {
+                if (!(g[i].flags & SLUICE_F_FULL))
+                    continue;
+                (void)sl_report_all(&g[i], 1, cost, now, res, &frozen);
+                res->key_index = (unsigned)i;
+                res->remaining = 0;
+                /* a slot frees when some key has been idle long enough */
+                res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
+                break;
+            }
+            rc = SL_NO;
+            break;
+        }
+        rc = charge ? sl_charge_all(g, n, cost, now, res, &frozen) : SL_OK;
+        if (rc == SL_OK)
+            rc = sl_report_all(g, n, charge ? 0 : cost, now, res, &frozen);
+        if (rc != SL_FROZEN)
+            break;
+        sl_target_wait(&g[frozen]);
+        rc = 0;
+    }
+    if (res != NULL) {
+        res->flags = flags;
+        if (rc == SL_NO && res->retry_after_ns == 0)
+            res->retry_after_ns = 1;
+        if (rc == SL_OK)
+            res->retry_after_ns = 0;
+    }
+    if (charge) {
+        for (size_t i = 0; i < n && rc == SL_OK; i++)
+            sl_touch(&g[i], now);
+        sl_count_decision(t, g, n, rc == SL_OK);
+    }
+    return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+}
+
+static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now,
+                          bool charge, struct sluice_result *res)
+{
+    struct sl_target g[SL_MAX_KEYS];
+    struct sl_thread *t;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        rc = sl_key_check(keys[i].limiter, keys[i].key, keys[i].len);
+        if (rc < 0)
+            return rc;
+    }
+    t = sl_thread_get();
+    if (t == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        sl_target_init(&g[i], keys[i].limiter, keys[i].key, keys[i].len);
+    sl_epoch_begin(t);
+    rc = sl_decide(t, g, n, cost, now, charge && cost > 0, res);
+    sl_epoch_end(t);
+    return rc;
+}
+
+int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                      struct sluice_result *res)
+{
+    struct sluice_key k = {.limiter = l, .key = key, .len = len};
+
+    return sl_decide_keys(&k, 1, cost, now_ns, true, res);
+}
+
+int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
+                   struct sluice_result *res)
+{
+    if (l == NULL)
+        return -EINVAL;
+    return sluice_acquire_at(l, key, len, cost, sluice_now(l), res);
+}
+
+int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                   struct sluice_result *res)
+{
+    struct sluice_key k = {.limiter = l, .key = key, .len = len};
+
+    return sl_decide_keys(&k, 1, cost, now_ns, false, res);
+}
+
+int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
+                       struct sluice_result *res)
+{
+    if (keys == NULL || n == 0 || n > SL_MAX_KEYS)
+        return -EINVAL;
+    return sl_decide_keys(keys, n, cost, now_ns, true, res);
+}

@@ -1,0 +1,302 @@
+/*
+ * Internal interfaces shared by sluice's modules.  Public names start with
+ * sluice_, internal ones with sl_.  See doc/DESIGN.md for the picture.
+ */
+#ifndef SL_INTERNAL_H
+#define SL_INTERNAL_H
+
+#include <ck_epoch.h>
+#include <ck_hs.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atomics.h"
+#include "sluice.h"
+
+__extension__ typedef unsigned __int128 sl_u128;
+__extension__ typedef __int128 sl_i128;
+
+#define SL_CACHELINE 64
+#define SL_ALIGNED __attribute__((aligned(SL_CACHELINE)))
+
+/*
+ * Bit 63 of a limit's control word (its first state word) marks the state as
+ * frozen: the entry is being reaped or replaced.  Every charge is a CAS (or,
+ * for the sliding log, a lock taken by CAS) on the control word, so once the
+ * bit is set no charge can land and the captured state is final.
+ */
+#define SL_DEAD (UINT64_C(1) << 63)
+
+/* Outcomes of an algorithm's charge/report. */
+enum { SL_OK = 0, SL_NO = 1, SL_FROZEN = 2 };
+
+static inline uint64_t sl_min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t sl_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t sl_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static inline uint64_t sl_u128_sat(sl_u128 v) { return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v; }
+/* Bits needed to hold v (0 for 0). */
+static inline unsigned sl_bits(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0u; }
+
+/* ---- compiled policies (policy.c) ------------------------------------ */
+
+/* One limit, validated and with everything the hot path needs precomputed. */
+struct sl_lim {
+    struct sluice_limit def;    /* as configured, burst/precision defaults filled */
+    const struct sl_algo *ops;
+    uint32_t off;               /* first state word of this limit in an entry */
+    uint32_t nwords;
+    uint64_t cap;               /* the largest cost ever admissible */
+    /* GCRA: T = p/q ns exactly (reduced), TAT stored as (A << fbits) | f
+     * meaning A + f/q ns, A modulo 2^abits. */
+    uint64_t p, q, amask;
+    unsigned fbits, abits;
+    sl_u128 tau;                /* burst * p: tolerance scaled by q */
+    /* Windowed algorithms: a word is (index mod 2^ibits) << ishift | counts. */
+    uint64_t width;             /* window or sub-bucket width, ns */
+    uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
+    unsigned cbits, ibits, ishift;
+    uint64_t cmask, imask;
+};
+
+struct sl_policy {
+    _Atomic uint64_t refs;      /* the limiter's current-policy slot and each entry */
+    ck_epoch_entry_t retire;
+    bool is_override;
+    unsigned nlimits;
+    uint32_t nwords;            /* state words of an entry under this policy */
+    uint64_t min_cap;           /* the smallest cap: costs above it get -E2BIG */
+    sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
+    struct sluice_policy def;
+    struct sl_lim lim[SLUICE_MAX_LIMITS];
+};
+
+int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def);
+int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_policy **out);
+bool sl_policy_tryref(struct sl_policy *p);
+void sl_policy_unref(struct sl_policy *p);
+/* Carry the frozen state of `from` into the private words of `to`: limits
+ * with the same algorithm and period keep their state, others start fresh. */
+void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
+                     sl_aword *to_w, uint64_t now);
+
+/* ---- algorithms (algo_*.c) ------------------------------------------- */
+
+struct sl_report {
+    uint64_t remaining;         /* units admissible now (after the charge, if any) */
+    uint64_t retry_after;       /* wait before `cost` fits; 0 if it fits now */
+    uint64_t reset_after;       /* wait until the limit is fully replenished */
+};
+
+/*
+ * The operations every algorithm provides; `w` points at the limit's words.
+ * charge:   admit `cost` at `now` or write nothing (SL_OK / SL_NO / SL_FROZEN);
+ *           *receipt lets undo() find what was charged.
+ * undo:     take back a charge (all-or-nothing rollback); a no-op when the
+ *           state has moved past it or is frozen.
+ * report:   read-only: would `cost` fit at `now`, and the numbers for results.
+ * is_fresh: given the control word c, does the state equal a fresh key's?
+ * freeze:   set SL_DEAD on the control word and wait until the words are
+ *           stable; returns the control word before.
+ * carry:    convert frozen state of `from` (same algorithm and period) into
+ *           the private words of `to`.
+ */
+struct sl_algo {
+    const char *name;
+    int (*compile)(struct sl_lim *lim);
+    int (*charge)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                  uint64_t *receipt);
+    void (*undo)(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt);
+    int (*report)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
+                  struct sl_report *out);
+    bool (*is_fresh)(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now);
+    uint64_t (*freeze)(sl_aword *w);
+    void (*carry)(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to, sl_aword *tw,
+                  uint64_t now);
+};
+
+extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_algo_log,
+    sl_algo_approx;
+
+/* Shared by the windowed algorithms (algo_window.c). */
+int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
+uint64_t sl_window_freeze(sl_aword *w);
+/* Signed distance a - b of two window indexes modulo 2^ibits. */
+int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b);
+uint64_t sl_word_index(const struct sl_lim *lim, uint64_t word);
+uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, uint64_t counts);
+
+/* ---- entries and the key table (table.c) ----------------------------- */
+
+struct sl_entry {
+    uint32_t key_len;           /* SL_PROBE_TAG in a lookup probe instead */
+    uint32_t reserved;
+    struct sl_policy *pol;      /* immutable: the layout of w[] */
+    sl_aword last_ns;           /* time of the last admission (idle tracking) */
+    sl_aword w[];               /* pol->nwords state words, then the key bytes */
+};
+
+#define SL_PROBE_TAG UINT32_MAX
+struct sl_probe {
+    uint32_t tag;               /* SL_PROBE_TAG */
+    uint32_t reserved;
+    const void *key;
+    size_t len;
+};
+
+static inline const unsigned char *sl_entry_key(const struct sl_entry *e)
+{
+    return (const unsigned char *)&e->w[e->pol->nwords];
+}
+
+struct sl_hkey {
+    uint64_t k0, k1;
+};
+uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len);
+void sl_random_bytes(void *buf, size_t len);
+
+struct sl_shard {
+    pthread_mutex_t lock;       /* writers only: insert, replace, remove */
+    ck_hs_t hs;
+    struct sluice *owner;
+} SL_ALIGNED;
+
+struct sl_stat_slot {
+    sl_aword allowed, denied;
+} SL_ALIGNED;
+
+#define SL_STAT_SLOTS 16
+
+struct sluice {
+    struct sl_hkey hkey;
+    struct sl_shard *shards;
+    unsigned shard_shift;       /* shard = hash >> shard_shift */
+    unsigned nshards;
+    _Atomic(struct sl_policy *) policy;
+    size_t max_keys, max_key_len;
+    uint64_t idle_ttl_ns;
+    enum sluice_when_full when_full;
+    enum sluice_clock clock;
+    uint64_t (*clock_fn)(void *);
+    void *clock_ctx;
+    char *name;
+
+    sl_aword nkeys SL_ALIGNED;  /* live keys, reserved before insert */
+    sl_aword inserted, reaped, full, memory;
+    struct sl_stat_slot stat[SL_STAT_SLOTS];
+
+    pthread_t reaper;
+    bool reaper_running;
+    uint64_t reap_interval_ns;
+    pthread_mutex_t reaper_lock;
+    pthread_cond_t reaper_cond;
+    bool reaper_stop;
+};
+
+int sl_table_init(struct sluice *l, unsigned nshards);
+void sl_table_destroy(struct sluice *l);
+struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h);
+/* Lock-free lookup; call inside an epoch section. */
+struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+void sl_shard_lock(struct sl_shard *s);
+void sl_shard_unlock(struct sl_shard *s);
+/* Writers (shard locked, inside an epoch section). */
+int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e);
+int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old,
+                            struct sl_entry *repl);
+size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, size_t budget);
+
+/* 0, -EAGAIN (pol was retired meanwhile: look it up again) or -ENOMEM. */
+int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_t len,
+                 struct sl_entry **out);
+/* Free an entry that was never published. */
+void sl_entry_discard(struct sluice *l, struct sl_entry *e);
+void sl_entry_free(struct sl_entry *e);
+size_t sl_entry_size(const struct sl_policy *pol, size_t len);
+size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
+/* Freeze every limit of e; returns false (nothing frozen) if it is frozen already. */
+bool sl_entry_freeze(struct sl_entry *e);
+/* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
+bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
+bool sl_entry_is_frozen(struct sl_entry *e);
+
+/* ---- epoch reclamation (epoch.c) ------------------------------------- */
+
+struct sl_thread {
+    ck_epoch_record_t rec;      /* first: records come back from ck_epoch_recycle */
+    unsigned id;
+};
+
+/* The calling thread's record, made on first use; NULL if out of memory. */
+struct sl_thread *sl_thread_get(void);
+static inline void sl_epoch_begin(struct sl_thread *t) { ck_epoch_begin(&t->rec, NULL); }
+static inline void sl_epoch_end(struct sl_thread *t) { ck_epoch_end(&t->rec, NULL); }
+/* Hand memory to the epoch: cb(entry) runs once no reader can hold it. */
+void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb);
+/* Run the callbacks whose grace period is over; outside callbacks only. */
+void sl_epoch_poll(struct sl_thread *t);
+/* Reclaim what this thread retired, waiting for readers; outside sections only. */
+void sl_epoch_drain(struct sl_thread *t);
+
+/* A batch of entries retired with one epoch callback (reaping, replacing). */
+struct sl_limbo;
+struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
+/* Add e; false if the batch is full. */
+bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e);
+bool sl_limbo_full(const struct sl_limbo *b);
+void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b);
+
+int sl_reaper_start(struct sluice *l);
+void sl_reaper_stop(struct sluice *l);
+
+/* ---- allocation with accounting (alloc.c) ---------------------------- */
+
+void *sl_alloc(sl_aword *acct, size_t size);
+void *sl_alloc_aligned(sl_aword *acct, size_t size);
+void *sl_calloc(sl_aword *acct, size_t size);
+/* Frees and un-accounts at once. */
+void sl_free(sl_aword *acct, void *p, size_t size);
+/* The memory is no longer the limiter's (it is about to be retired). */
+void sl_unaccount(sl_aword *acct, size_t size);
+/* Tests: fail the nth allocation from now (1 = next), every nth if `every`; 0 disables. */
+void sl_test_fail_alloc(unsigned long nth, bool every);
+
+/* The ck_malloc of the key tables: maps carry their own epoch entry. */
+extern struct ck_malloc sl_ck_allocator;
+/* The account charged by ck_hs allocations of the current thread. */
+void sl_ck_account_to(sl_aword *acct);
+
+/* ---- decisions (decide.c), administration (admin.c) ------------------ */
+
+/* One key of a decision, as it is resolved. */
+struct sl_target {
+    struct sluice *l;
+    const void *key;
+    size_t len;
+    uint64_t h;
+    struct sl_shard *s;
+    struct sl_entry *e;         /* NULL: absent (peek) or untracked (full) */
+    struct sl_policy *pol;      /* the policy deciding this key */
+    sl_aword *w;                /* e->w, or pol->zero_w when e is NULL */
+    unsigned flags;             /* SLUICE_F_* */
+    unsigned charged;           /* limits charged so far */
+    uint64_t receipt[SLUICE_MAX_LIMITS];
+};
+
+void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len);
+/* Replace g's entry by one laid out for `to` (state carried over if carry),
+ * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
+int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
+                     struct sl_policy *to, bool carry, uint64_t now);
+/* Make room for one more key (reserving it), reaping this locked shard if needed. */
+bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap);
+int sl_key_check(struct sluice *l, const void *key, size_t len);
+
+/* ---- clock (clock.c), limiter helpers --------------------------------- */
+
+uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
+int sl_config_check(const struct sluice_config *cfg);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * Policies: validation, compilation into per-limit constants, reference
+ * counting, and carrying state across a policy change.
+ *
+ * A policy is immutable once published.  The limiter's current-policy slot
+ * and every entry laid out by it hold a reference; the last reference hands
+ * it to the epoch, because a reader may have loaded the limiter's slot just
+ * before it changed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct sl_algo *const sl_algos[] = {
+    [SLUICE_GCRA] = &sl_algo_gcra,
+    [SLUICE_FIXED_WINDOW] = &sl_algo_fixed,
+    [SLUICE_SLIDING_WINDOW] = &sl_algo_sliding,
+    [SLUICE_SLIDING_LOG] = &sl_algo_log,
+    [SLUICE_APPROX_SLIDING] = &sl_algo_approx,
+};
+
+int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def)
+{
+    memset(lim, 0, sizeof(*lim));
+    if ((unsigned)def->algo >= sizeof(sl_algos) / sizeof(sl_algos[0]))
+        return -EINVAL;
+    if (def->count == 0 || def->period_ns == 0)
+        return -EINVAL;
+    lim->def = *def;
+    if (def->algo != SLUICE_GCRA)
+        lim->def.burst = 0;
+    if (def->algo != SLUICE_SLIDING_WINDOW)
+        lim->def.precision_ns = 0;
+    lim->ops = sl_algos[def->algo];
+    return lim->ops->compile(lim);
+}
+
+int sluice_policy_add(struct sluice_policy *p, enum sluice_algo algo, uint64_t count,
+                      uint64_t period_ns)
+{
+    struct sluice_limit def = {.algo = algo, .count = count, .period_ns = period_ns};
+    struct sl_lim lim;
+    int rc;
+
+    if (p == NULL)
+        return -EINVAL;
+    if (p->nlimits >= SLUICE_MAX_LIMITS)
+        return -ENOSPC;
+    rc = sl_limit_compile(&lim, &def);
+    if (rc < 0)
+        return rc;
+    p->limits[p->nlimits++] = def;
+    return 0;
+}
+
+static void sl_policy_free(struct sl_policy *p)
+{
+    free(p->zero_w);
+    free(p);
+}
+
+static void sl_policy_free_cb(ck_epoch_entry_t *e)
+{
+    sl_policy_free((struct sl_policy *)((char *)e - offsetof(struct sl_policy, retire)));
+}
+
+int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_policy **out)
+{
+    struct sl_policy *p;
+    uint32_t words = 0;
+
+    if (def == NULL || def->nlimits == 0 || def->nlimits > SLUICE_MAX_LIMITS)
+        return -EINVAL;
+    p = sl_calloc(NULL, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    p->min_cap = UINT64_MAX;
+    for (unsigned i = 0; i < def->nlimits; i++) {
+        int rc = sl_limit_compile(&p->lim[i], &def->limits[i]);
+        if (rc < 0) {
+            sl_policy_free(p);
+            return rc;
+        }
+        p->lim[i].off = words;
+        words += p->lim[i].nwords;
+        p->min_cap = sl_min64(p->min_cap, p->lim[i].cap);
+        p->def.limits[i] = p->lim[i].def;
+    }
+    p->zero_w = sl_calloc(NULL, words * sizeof(sl_aword));
+    if (p->zero_w == NULL) {
+        sl_policy_free(p);
+        return -ENOMEM;
+    }
+    p->def.nlimits = def->nlimits;
+    p->nlimits = def->nlimits;
+    p->nwords = words;
+    p->is_override = is_override;
+    atomic_init(&p->refs, 1);
+    *out = p;
+    return 0;
+}
+
+bool sl_policy_tryref(struct sl_policy *p)
+{
+    uint64_t r = atomic_load_explicit(&p->refs, memory_order_relaxed);
+
+    while (r != 0)
+        if (atomic_compare_exchange_weak_explicit(&p->refs, &r, r + 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
+void sl_policy_unref(struct sl_policy *p)
+{
+    struct sl_thread *t;
+
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    t = sl_thread_get();
+    if (t != NULL)
+        sl_retire(t, &p->retire, sl_policy_free_cb);
+    /* else: no record can be made (out of memory); leaking one policy is
+     * the only safe choice, a reader may still hold it. */
+}
+
+void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
+                     sl_aword *to_w, uint64_t now)
+{
+    bool used[SLUICE_MAX_LIMITS] = {false};
+
+    for (unsigned i = 0; i < to->nlimits; i++) {
+        const struct sl_lim *tl = &to->lim[i];
+        for (unsigned j = 0; j < from->nlimits; j++) {
+            const struct sl_lim *fl = &from->lim[j];
+            if (used[j] || fl->def.algo != tl->def.algo || fl->def.period_ns != tl->def.period_ns)
+                continue;
+            used[j] = true;
+            tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
+            break;
+        }
+    }
+}
