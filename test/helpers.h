@@ -1,0 +1,118 @@
+/*
+ * Shared helpers of the test programs.  Each program tests one feature,
+ * exits 0 on success, 1 on failure, 77 to skip (meson reads it).
+ */
+#ifndef SLUICE_TEST_HELPERS_H
+#define SLUICE_TEST_HELPERS_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice.h"
+
+#define T_SKIP 77
+#define NS_PER_S UINT64_C(1000000000)
+
+static int t_failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            t_failures++;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long t_a_ = (long long)(a), t_b_ = (long long)(b);                                    \
+        if (t_a_ != t_b_) {                                                                        \
+            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a,     \
+                    t_a_, #b, t_b_);                                                               \
+            t_failures++;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_U64(a, b)                                                                            \
+    do {                                                                                           \
+        uint64_t t_a_ = (uint64_t)(a), t_b_ = (uint64_t)(b);                                       \
+        if (t_a_ != t_b_) {                                                                        \
+            fprintf(stderr, "%s:%d: %s == %" PRIu64 ", expected %" PRIu64 "\n", __FILE__,           \
+                    __LINE__, #a, t_a_, t_b_);                                                     \
+            t_failures++;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static inline int t_done(const char *name)
+{
+    if (t_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, t_failures);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
+/* A limiter with one limit (burst/precision as given) and a clock-free config. */
+static inline sluice_t *t_limiter1(enum sluice_algo algo, uint64_t count, uint64_t period,
+                                   uint64_t burst, uint64_t precision)
+{
+    struct sluice_config cfg;
+    sluice_t *l = NULL;
+
+    sluice_config_init(&cfg);
+    cfg.policy.nlimits = 1;
+    cfg.policy.limits[0] = (struct sluice_limit){algo, count, period, burst, precision};
+    if (sluice_create(&cfg, &l) != 0) {
+        fprintf(stderr, "t_limiter1: sluice_create failed\n");
+        exit(1);
+    }
+    return l;
+}
+
+/* Work scale: argv[1] if given, smaller under sanitizers or valgrind. */
+static inline double t_scale(int argc, char **argv)
+{
+    double s = argc > 1 ? atof(argv[1]) : 1.0;
+    const char *env = getenv("SLUICE_TEST_SCALE");
+
+    if (env != NULL)
+        s *= atof(env);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    s *= 0.1;
+#endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+    s *= 0.1;
+#endif
+#endif
+    return s > 0 ? s : 1.0;
+}
+
+static inline uint64_t t_rand(uint64_t *state)
+{
+    uint64_t x = *state += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* Start n threads on fn(arg_i) and wait for all. */
+static inline void t_run_threads(unsigned n, void *(*fn)(void *), void *args, size_t arg_size)
+{
+    pthread_t th[64];
+
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_create(&th[i], NULL, fn, (char *)args + i * arg_size) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+#endif
