@@ -224,6 +224,51 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
     return SL_OK;
 }
 
+/* A charge lost a race after the read-only check passed: decide again. */
+#define SL_RACED 3
+
+static size_t sl_total_limits(const struct sl_target *g, size_t n)
+{
+    size_t total = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += g[i].pol->nlimits;
+    return total;
+}
+
+/*
+ * One attempt.  A single limit is decided by its charge, which writes
+ * nothing when it denies.  Several limits (or keys) are first checked
+ * read-only, so a denial writes nothing there either; only then charged, and
+ * a charge that loses a race to another thread is rolled back and the whole
+ * decision made again.  The result of an admission is the check's numbers
+ * less the cost: the state just after this charge.
+ */
+static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
+                          bool charge, struct sluice_result *res, size_t *frozen)
+{
+    int rc;
+
+    if (!charge)
+        return sl_report_all(g, n, cost, now, res, frozen);
+    if (sl_total_limits(g, n) == 1) {
+        rc = sl_charge_all(g, n, cost, now, res, frozen);
+        if (rc == SL_OK && sl_report_all(g, n, 0, now, res, frozen) == SL_FROZEN && res != NULL) {
+            /* Charged, then frozen by a writer before we could read back:
+             * the charge stands (it was carried over); the numbers are
+             * unknown, so say the least. */
+            struct sl_report none = {0, 0, 0};
+            sl_result_fill(res, &g[0], 0, 0, &none);
+        }
+        return rc;
+    }
+    rc = sl_report_all(g, n, cost, now, res, frozen);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl_charge_all(g, n, cost, now, NULL, frozen);
+    return rc == SL_NO ? SL_RACED : rc;
+}
+
 static void sl_touch(struct sl_target *g, uint64_t now)
 {
     if (g->e == NULL || g->l->idle_ttl_ns == 0)
@@ -279,13 +324,12 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
             rc = SL_NO;
             break;
         }
-        rc = charge ? sl_charge_all(g, n, cost, now, res, &frozen) : SL_OK;
-        if (rc == SL_OK)
-            rc = sl_report_all(g, n, charge ? 0 : cost, now, res, &frozen);
-        if (rc != SL_FROZEN)
+        rc = sl_decide_once(g, n, cost, now, charge, res, &frozen);
+        if (rc == SL_OK || rc == SL_NO)
             break;
-        sl_target_wait(&g[frozen]);
-        rc = 0;
+        if (rc == SL_FROZEN)
+            sl_target_wait(&g[frozen]);
+        rc = 0; /* SL_RACED: decide again from a fresh read */
     }
     if (res != NULL) {
         res->flags = flags;

@@ -1,0 +1,142 @@
+/*
+ * A serial, obviously correct reference model of the contract's semantics,
+ * written from API.md alone: every admitted charge is kept as an event and
+ * each decision recounts them.  Slow on purpose; for tests and fuzzers.
+ */
+#ifndef SLUICE_TEST_MODEL_H
+#define SLUICE_TEST_MODEL_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "sluice.h"
+
+__extension__ typedef unsigned __int128 m_u128;
+
+#define M_MAX_EVENTS 4096
+
+struct m_event {
+    uint64_t t, units;
+};
+
+struct m_limit_state {
+    m_u128 tat_scaled;          /* GCRA: TAT * count */
+    unsigned n;
+    struct m_event ev[M_MAX_EVENTS];
+};
+
+struct m_key {
+    struct m_limit_state lim[SLUICE_MAX_LIMITS];
+};
+
+static inline uint64_t m_burst(const struct sluice_limit *d)
+{
+    return d->burst ? d->burst : d->count;
+}
+
+static inline uint64_t m_precision(const struct sluice_limit *d)
+{
+    uint64_t p = d->precision_ns ? d->precision_ns : UINT64_C(1000000000);
+    return p > d->period_ns ? d->period_ns : p;
+}
+
+/* Units of events with t in [lo, hi]. */
+static inline uint64_t m_units(const struct m_limit_state *s, uint64_t lo, uint64_t hi)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->ev[i].t >= lo && s->ev[i].t <= hi)
+            sum += s->ev[i].units;
+    return sum;
+}
+
+/* Would cost fit at now?  *remaining: units left after the charge (if it fits). */
+static inline int m_fits(const struct sluice_limit *d, const struct m_limit_state *s, uint64_t now,
+                         uint64_t cost, uint64_t *remaining)
+{
+    uint64_t c = d->count, P = d->period_ns, used;
+
+    switch (d->algo) {
+    case SLUICE_GCRA: {
+        m_u128 nows = (m_u128)now * c, base = s->tat_scaled > nows ? s->tat_scaled : nows;
+        m_u128 tau = (m_u128)m_burst(d) * P, need = base + (m_u128)cost * P - nows;
+        if (need > tau)
+            return 0;
+        *remaining = (uint64_t)((tau - need) / P);
+        return 1;
+    }
+    case SLUICE_FIXED_WINDOW: {
+        uint64_t start = now / P * P;
+        used = m_units(s, start, start + P - 1);
+        break;
+    }
+    case SLUICE_SLIDING_WINDOW: {
+        uint64_t w = m_precision(d), nb = (P + w - 1) / w, cur = now / w;
+        uint64_t first = cur >= nb - 1 ? cur - (nb - 1) : 0;
+        used = m_units(s, first * w, (cur + 1) * w - 1);
+        break;
+    }
+    case SLUICE_SLIDING_LOG:
+        used = m_units(s, now >= P ? now - P + 1 : 0, now);
+        break;
+    case SLUICE_APPROX_SLIDING: {
+        uint64_t idx = now / P, e = now % P;
+        uint64_t cur = m_units(s, idx * P, idx * P + P - 1);
+        uint64_t prev = idx ? m_units(s, (idx - 1) * P, idx * P - 1) : 0;
+        m_u128 room = (m_u128)c * P, take = (m_u128)prev * (P - e) + (m_u128)(cur + cost) * P;
+        if (take > room)
+            return 0;
+        *remaining = (uint64_t)((room - take) / P);
+        return 1;
+    }
+    default:
+        abort();
+    }
+    if (used + cost > c)
+        return 0;
+    *remaining = c - used - cost;
+    return 1;
+}
+
+static inline void m_charge(const struct sluice_limit *d, struct m_limit_state *s, uint64_t now,
+                            uint64_t cost)
+{
+    if (d->algo == SLUICE_GCRA) {
+        m_u128 nows = (m_u128)now * d->count;
+        s->tat_scaled = (s->tat_scaled > nows ? s->tat_scaled : nows) + (m_u128)cost * d->period_ns;
+        return;
+    }
+    if (s->n == M_MAX_EVENTS) { /* drop the oldest: callers keep times within a few periods */
+        for (unsigned i = 1; i < s->n; i++)
+            s->ev[i - 1] = s->ev[i];
+        s->n--;
+    }
+    s->ev[s->n++] = (struct m_event){now, cost};
+}
+
+/* The contract's decision for one key: all limits or none.  Fills the index
+ * of the denying limit, or of the allowed binding one (fewest remaining). */
+static inline int m_acquire(const struct sluice_policy *p, struct m_key *k, uint64_t now,
+                            uint64_t cost, unsigned *binding, uint64_t *remaining)
+{
+    uint64_t best = UINT64_MAX;
+
+    for (unsigned i = 0; i < p->nlimits; i++) {
+        uint64_t rem;
+        if (!m_fits(&p->limits[i], &k->lim[i], now, cost, &rem)) {
+            *binding = i;
+            return SLUICE_DENY;
+        }
+        if (rem < best) {
+            best = rem;
+            *binding = i;
+        }
+    }
+    *remaining = best;
+    if (cost > 0)
+        for (unsigned i = 0; i < p->nlimits; i++)
+            m_charge(&p->limits[i], &k->lim[i], now, cost);
+    return SLUICE_ALLOW;
+}
+
+#endif
