@@ -23,9 +23,12 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     if (sl_table_get(g->s, g->h, g->key, g->len) != e || !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
+        uint64_t last = sl_load_rlx(&e->last_ns);
+        /* Read the state at the key's own latest admission: administrative
+         * calls pass the limiter clock, which _at callers may not use. */
         if (carry)
-            sl_policy_carry(e->pol, e->w, to, ne->w, now);
-        sl_store_rlx(&ne->last_ns, sl_load_rlx(&e->last_ns));
+            sl_policy_carry(e->pol, e->w, to, ne->w, last != 0 ? last : now);
+        sl_store_rlx(&ne->last_ns, last);
         /* The key is present, so ck_hs_set swaps the slot: it cannot fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

@@ -117,9 +117,11 @@ static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t 
             sl_target_use(g, NULL, cur);
             return 0;
         }
-        rc = e != NULL ? sl_entry_replace(t, g, e, want, true, now)
-                       : sl_target_insert(t, g, want, now);
-        if (rc != -EAGAIN)
+        if (e != NULL) /* its policy changed: migrate, then look again */
+            rc = sl_entry_replace(t, g, e, want, true, now);
+        else if ((rc = sl_target_insert(t, g, want, now)) == 0)
+            return 0;
+        if (rc != -EAGAIN && rc != 0)
             return rc;
     }
 }
@@ -269,14 +271,22 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, uint64_t
     return rc == SL_NO ? SL_RACED : rc;
 }
 
+/*
+ * Remember the latest admission: the reaper's idle test, and the time at
+ * which a policy change reads the state (its times are kept modulo a range,
+ * so they need a time of the caller's clock to be read against).  0 means
+ * never; an admission at time 0 records 1 ns.
+ */
 static void sl_touch(struct sl_target *g, uint64_t now)
 {
-    if (g->e == NULL || g->l->idle_ttl_ns == 0)
+    uint64_t at = now ? now : 1;
+
+    if (g->e == NULL)
         return;
-    /* relaxed: only the reaper reads it, under the shard lock, and a
-     * slightly old value only delays reaping */
-    if (sl_load_rlx(&g->e->last_ns) < now)
-        sl_store_rlx(&g->e->last_ns, now);
+    /* relaxed: read under the shard lock by writers, for which a slightly
+     * old value only delays reaping or is a time the state is valid at */
+    if (sl_load_rlx(&g->e->last_ns) < at)
+        sl_store_rlx(&g->e->last_ns, at);
 }
 
 static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)
