@@ -29,9 +29,17 @@ static void sl_thread_exit(void *arg)
     struct sl_thread *t = arg;
 
     /* ck_epoch_unregister drops pending callbacks: run them first. */
-    ck_epoch_barrier(&t->rec);
+    sl_epoch_drain(t);
     ck_epoch_unregister(&t->rec);
     sl_tls = NULL;
+}
+
+/* At exit, run what the exiting thread still has pending, so memory
+ * checkers see every retired block returned. */
+__attribute__((destructor)) static void sl_epoch_at_exit(void)
+{
+    if (sl_tls != NULL)
+        sl_epoch_drain(sl_tls);
 }
 
 static void sl_epoch_global_init(void)
@@ -85,7 +93,10 @@ void sl_epoch_poll(struct sl_thread *t)
 
 void sl_epoch_drain(struct sl_thread *t)
 {
-    ck_epoch_barrier(&t->rec);
+    /* Callbacks may retire more (an entry's last policy reference). */
+    do
+        ck_epoch_barrier(&t->rec);
+    while (t->rec.n_pending > 0);
 }
 
 /* ---- batches of retired entries ------------------------------------- */

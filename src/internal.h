@@ -77,6 +77,8 @@ int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def);
 int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_policy **out);
 bool sl_policy_tryref(struct sl_policy *p);
 void sl_policy_unref(struct sl_policy *p);
+/* Free a policy that was never published. */
+void sl_policy_discard(struct sl_policy *p);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state, others start fresh. */
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,

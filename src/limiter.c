@@ -74,7 +74,7 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
     atomic_init(&acct, 0);
     l = sl_alloc_aligned(&acct, sizeof(*l));
     if (l == NULL) {
-        sl_policy_unref(pol);
+        sl_policy_discard(pol);
         return -ENOMEM;
     }
     memset(l, 0, sizeof(*l));
@@ -102,7 +102,7 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
     if (rc < 0) {
         if (l->shards != NULL)
             sl_table_destroy(l);
-        sl_policy_unref(pol);
+        sl_policy_discard(pol);
         free(l->name);
         free(l);
         return rc;

@@ -112,6 +112,11 @@ bool sl_policy_tryref(struct sl_policy *p)
     return false;
 }
 
+void sl_policy_discard(struct sl_policy *p)
+{
+    sl_policy_free(p);
+}
+
 void sl_policy_unref(struct sl_policy *p)
 {
     struct sl_thread *t;

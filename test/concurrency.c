@@ -19,11 +19,10 @@ struct hammer {
 static void *hammer_main(void *arg)
 {
     struct hammer *h = arg;
-    uint64_t rng = h->id * 977 + 1;
     char key[32];
 
     for (uint64_t i = 0; i < h->tries; i++) {
-        unsigned k = (unsigned)(t_rand(&rng) % h->nkeys);
+        unsigned k = (unsigned)((i + h->id * 7) % h->nkeys);
         int n = snprintf(key, sizeof(key), "key-%u", k);
         if (sluice_acquire_at(h->l, key, (size_t)n, 1, h->now, NULL) == SLUICE_ALLOW)
             atomic_fetch_add(&h->per_key[k], 1);
@@ -46,7 +45,7 @@ static void fixed_now(const struct sluice_policy *p, uint64_t cap, unsigned thre
     CHECK_EQ(sluice_create(&cfg, &l), 0);
     for (unsigned i = 0; i < threads; i++)
         h[i] = (struct hammer){l, nkeys, i, 5 * NS_PER_S,
-                               (uint64_t)(cap * nkeys * 4 / threads * scale) + cap * 8, per_key};
+                               (uint64_t)(cap * nkeys * 4 * scale) + cap * nkeys * 2, per_key};
     t_run_threads(threads, hammer_main, h, sizeof(h[0]));
     for (unsigned k = 0; k < nkeys; k++)
         wrong += per_key[k] != cap;
