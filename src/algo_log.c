@@ -25,9 +25,11 @@ static int log_compile(struct sl_lim *lim)
     return 0;
 }
 
+/* Acquire loads of the snapshot keep the sequence re-check after them (the
+ * seqlock's read side, without a fence; free on x86). */
 static uint64_t log_ts(const struct sl_lim *lim, sl_aword *w, uint64_t j)
 {
-    return sl_load_rlx(&w[2 + j % lim->def.count]);
+    return sl_load_acq(&w[2 + j % lim->def.count]);
 }
 
 /* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
@@ -42,7 +44,6 @@ static uint64_t log_read_begin(sl_aword *w)
 
 static bool log_read_valid(sl_aword *w, uint64_t s)
 {
-    sl_fence_acq(); /* order the snapshot's loads before the re-check */
     return sl_load_rlx(&w[0]) == s;
 }
 
@@ -59,7 +60,7 @@ static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64
 {
     uint64_t count = lim->def.count;
 
-    v->n = sl_load_rlx(&w[1]);
+    v->n = sl_load_acq(&w[1]);
     v->eff = v->n ? sl_max64(now, log_ts(lim, w, v->n - 1)) : now;
     v->fits = true;
     v->blocker = 0;

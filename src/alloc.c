@@ -103,6 +103,7 @@ static void *sl_ck_malloc(size_t size)
 
 static void sl_ck_free_now(ck_epoch_entry_t *e)
 {
+    sl_epoch_callback_begin();
     free(e); /* retire is the first member of the header */
 }
 

@@ -58,11 +58,6 @@ static inline void sl_uncount(sl_aword *w, uint64_t n)
     atomic_fetch_sub_explicit(w, n, memory_order_relaxed);
 }
 
-static inline void sl_fence_acq(void)
-{
-    atomic_thread_fence(memory_order_acquire);
-}
-
 static inline void sl_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -71,5 +66,30 @@ static inline void sl_cpu_relax(void)
     __asm__ __volatile__("yield");
 #endif
 }
+
+/*
+ * ThreadSanitizer cannot see the ordering that ck gives (ck_pr is inline
+ * assembly and libck is not instrumented): it would report every epoch-
+ * deferred free and every ck_hs publication as a race.  These annotations
+ * tell it what ck guarantees, and compile to nothing otherwise:
+ *   - an entry published into ck_hs happens-before a reader that found it;
+ *   - every epoch section's end happens-before a deferred callback.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define SL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SL_TSAN 1
+#endif
+#endif
+#ifdef SL_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define SL_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#define SL_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#else
+#define SL_TSAN_ACQUIRE(p) ((void)(p))
+#define SL_TSAN_RELEASE(p) ((void)(p))
+#endif
 
 #endif

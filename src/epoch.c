@@ -15,6 +15,7 @@
 #include "internal.h"
 
 static ck_epoch_t sl_epoch;
+char sl_epoch_tsan_sync;
 static pthread_once_t sl_epoch_once = PTHREAD_ONCE_INIT;
 static pthread_key_t sl_thread_key;
 static _Atomic unsigned sl_thread_ids;
@@ -30,6 +31,7 @@ static void sl_thread_exit(void *arg)
 
     /* ck_epoch_unregister drops pending callbacks: run them first. */
     sl_epoch_drain(t);
+    SL_TSAN_RELEASE(t);
     ck_epoch_unregister(&t->rec);
     sl_tls = NULL;
 }
@@ -57,6 +59,7 @@ static struct sl_thread *sl_thread_make(void)
     r = ck_epoch_recycle(&sl_epoch, NULL);
     if (r != NULL) {
         t = (struct sl_thread *)r;
+        SL_TSAN_ACQUIRE(t); /* handed over by ck from the thread that left it */
     } else {
         /* Records are never freed: ck keeps them on its list for recycling. */
         t = sl_alloc_aligned(NULL, sizeof(*t));
@@ -136,6 +139,7 @@ static void sl_limbo_free(ck_epoch_entry_t *ee)
 {
     struct sl_limbo *b = (struct sl_limbo *)ee;
 
+    sl_epoch_callback_begin();
     for (size_t i = 0; i < b->n; i++)
         sl_entry_free(b->e[i]);
     free(b);

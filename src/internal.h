@@ -234,7 +234,14 @@ struct sl_thread {
 /* The calling thread's record, made on first use; NULL if out of memory. */
 struct sl_thread *sl_thread_get(void);
 static inline void sl_epoch_begin(struct sl_thread *t) { ck_epoch_begin(&t->rec, NULL); }
-static inline void sl_epoch_end(struct sl_thread *t) { ck_epoch_end(&t->rec, NULL); }
+extern char sl_epoch_tsan_sync;
+static inline void sl_epoch_end(struct sl_thread *t)
+{
+    SL_TSAN_RELEASE(&sl_epoch_tsan_sync);
+    ck_epoch_end(&t->rec, NULL);
+}
+/* First thing in every epoch callback. */
+static inline void sl_epoch_callback_begin(void) { SL_TSAN_ACQUIRE(&sl_epoch_tsan_sync); }
 /* Hand memory to the epoch: cb(entry) runs once no reader can hold it. */
 void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb);
 /* Run the callbacks whose grace period is over; outside callbacks only. */

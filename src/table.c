@@ -33,6 +33,7 @@ static bool sl_hs_compare(const void *a, const void *b)
     const struct sl_entry *e = a;
     const struct sl_probe *p = b;
 
+    SL_TSAN_ACQUIRE(e); /* every entry ck_hs shows us was published */
     if (p->tag == SL_PROBE_TAG)
         return e->key_len == p->len && memcmp(sl_entry_key(e), p->key, p->len) == 0;
     const struct sl_entry *f = b;
@@ -93,8 +94,11 @@ struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
     struct sl_probe probe = {.tag = SL_PROBE_TAG, .key = key, .len = len};
+    struct sl_entry *e = ck_hs_get(&s->hs, h, &probe);
 
-    return ck_hs_get(&s->hs, h, &probe);
+    if (e != NULL)
+        SL_TSAN_ACQUIRE(e);
+    return e;
 }
 
 void sl_shard_lock(struct sl_shard *s)
@@ -111,6 +115,7 @@ void sl_shard_unlock(struct sl_shard *s)
 
 int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
 {
+    SL_TSAN_RELEASE(e);
     return ck_hs_put_unique(&s->hs, h, e) ? 0 : -ENOMEM;
 }
 
@@ -119,6 +124,7 @@ int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old
 {
     void *prev = NULL;
 
+    SL_TSAN_RELEASE(repl);
     if (!ck_hs_set(&s->hs, h, repl, &prev))
         return -ENOMEM;
     return prev == old ? 0 : -EINVAL;
