@@ -25,7 +25,10 @@ static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
     lim->abits = 63 - lim->fbits;
     lim->amask = (UINT64_C(1) << lim->abits) - 1;
     lim->tau = (sl_u128)burst * p;
-    /* tau in ns, rounded up, must fit the unambiguous range */
+    /* tau in ns, rounded up, must fit the unambiguous range, and tau itself
+     * 64 bits (so the hot path divides in 64 bits) */
+    if (lim->tau > UINT64_MAX)
+        return -EINVAL;
     return (lim->tau + q - 1) / q <= (sl_u128)1 << (lim->abits - 2) ? 0 : -EINVAL;
 }
 
@@ -67,7 +70,9 @@ static sl_u128 gcra_gap(const struct sl_lim *lim, uint64_t c, uint64_t now)
 
 static uint64_t gcra_word(const struct sl_lim *lim, uint64_t now, sl_u128 gap)
 {
-    uint64_t a = (now + (uint64_t)(gap / lim->q)) & lim->amask, f = (uint64_t)(gap % lim->q);
+    /* gap <= tau < 2^64 here; q == 1 (T a whole number of ns) needs no division */
+    uint64_t g = (uint64_t)gap, whole = lim->q == 1 ? g : g / lim->q, f = lim->q == 1 ? 0 : g % lim->q;
+    uint64_t a = (now + whole) & lim->amask;
     uint64_t w = (a << lim->fbits) | f;
 
     return w != 0 ? w : UINT64_C(1) << lim->fbits; /* 1 ns later: stays conservative */

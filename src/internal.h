@@ -146,6 +146,7 @@ struct sl_probe {
     uint32_t reserved;
     const void *key;
     size_t len;
+    uint64_t hash;
 };
 
 static inline const unsigned char *sl_entry_key(const struct sl_entry *e)

@@ -20,24 +20,72 @@
 
 _Static_assert(sizeof(unsigned long) >= sizeof(void *), "ck_hs seed carries a pointer");
 
-static unsigned long sl_hs_hash(const void *object, unsigned long seed)
+/*
+ * Slots hold tagged entry pointers: 15 bits of the key's hash above bit 48
+ * (bit 63 says the tag is there).  ck_hs never dereferences what it stores
+ * (only our callbacks do), and Debian's ck is built without its own pointer
+ * packing, so without the tag every occupied slot of a probed cache line
+ * would cost a cache miss on its entry.  With it, a lookup touches the slot
+ * line and the matching entry only.  Pointers with any of the top 16 bits
+ * set (not seen on Linux user space) are stored untagged and compared in full.
+ */
+#define SL_TAG_SHIFT 48
+#define SL_TAG_FLAG (UINT64_C(1) << 63)
+
+static uintptr_t sl_tag_of(uint64_t h)
 {
-    const struct sl_entry *e = object;
+    return (uintptr_t)(SL_TAG_FLAG | ((h >> 49) << SL_TAG_SHIFT));
+}
+
+static void *sl_slot_make(struct sl_entry *e, uint64_t h)
+{
+    uintptr_t p = (uintptr_t)e;
+
+    return (void *)(p >> SL_TAG_SHIFT ? p : p | sl_tag_of(h));
+}
+
+static struct sl_entry *sl_slot_entry(const void *slot)
+{
+    uintptr_t v = (uintptr_t)slot;
+
+    return (struct sl_entry *)(v & SL_TAG_FLAG ? v & ((UINT64_C(1) << SL_TAG_SHIFT) - 1) : v);
+}
+
+/* False when both tags are known and differ: certainly another key. */
+static bool sl_tags_may_match(uintptr_t stored, uintptr_t tag)
+{
+    return !(stored & SL_TAG_FLAG) || (stored >> SL_TAG_SHIFT) == (tag >> SL_TAG_SHIFT);
+}
+
+static unsigned long sl_hs_hash(const void *slot, unsigned long seed)
+{
+    const struct sl_entry *e = sl_slot_entry(slot);
 
     return sl_hash((const struct sl_hkey *)seed, sl_entry_key(e), e->key_len);
 }
 
-/* a is always a stored entry; b is a lookup probe or an entry being put. */
+static bool sl_key_equal(const struct sl_entry *e, const void *key, size_t len)
+{
+    SL_TSAN_ACQUIRE(e); /* every entry ck_hs shows us was published */
+    return e->key_len == len && memcmp(sl_entry_key(e), key, len) == 0;
+}
+
+/* a is always a stored slot; b is a lookup probe, or a slot being put. */
 static bool sl_hs_compare(const void *a, const void *b)
 {
-    const struct sl_entry *e = a;
+    uintptr_t stored = (uintptr_t)a, other = (uintptr_t)b;
     const struct sl_probe *p = b;
+    const struct sl_entry *f;
 
-    SL_TSAN_ACQUIRE(e); /* every entry ck_hs shows us was published */
-    if (p->tag == SL_PROBE_TAG)
-        return e->key_len == p->len && memcmp(sl_entry_key(e), p->key, p->len) == 0;
-    const struct sl_entry *f = b;
-    return e->key_len == f->key_len && memcmp(sl_entry_key(e), sl_entry_key(f), f->key_len) == 0;
+    if (!(other & SL_TAG_FLAG) && p->tag == SL_PROBE_TAG) {
+        if (!sl_tags_may_match(stored, sl_tag_of(p->hash)))
+            return false;
+        return sl_key_equal(sl_slot_entry(a), p->key, p->len);
+    }
+    if (!sl_tags_may_match(stored, other) && (other & SL_TAG_FLAG))
+        return false;
+    f = sl_slot_entry(b);
+    return sl_key_equal(sl_slot_entry(a), sl_entry_key(f), f->key_len);
 }
 
 int sl_table_init(struct sluice *l, unsigned nshards)
@@ -53,7 +101,7 @@ int sl_table_init(struct sluice *l, unsigned nshards)
         s->owner = l;
         pthread_mutex_init(&s->lock, NULL);
         sl_ck_account_to(&l->memory);
-        if (!ck_hs_init(&s->hs, CK_HS_MODE_OBJECT | CK_HS_MODE_SPMC | CK_HS_MODE_DELETE,
+        if (!ck_hs_init(&s->hs, CK_HS_MODE_DIRECT | CK_HS_MODE_SPMC | CK_HS_MODE_DELETE,
                         sl_hs_hash, sl_hs_compare, &sl_ck_allocator, SL_SHARD_INITIAL,
                         (unsigned long)&l->hkey)) {
             sl_ck_account_to(NULL);
@@ -76,7 +124,7 @@ void sl_table_destroy(struct sluice *l)
         void *obj;
 
         while (ck_hs_next(&s->hs, &it, &obj))
-            sl_entry_free(obj);
+            sl_entry_free(sl_slot_entry(obj));
         sl_ck_account_to(&l->memory);
         ck_hs_destroy(&s->hs);
         sl_ck_account_to(NULL);
@@ -93,8 +141,8 @@ struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
-    struct sl_probe probe = {.tag = SL_PROBE_TAG, .key = key, .len = len};
-    struct sl_entry *e = ck_hs_get(&s->hs, h, &probe);
+    struct sl_probe probe = {.tag = SL_PROBE_TAG, .key = key, .len = len, .hash = h};
+    struct sl_entry *e = sl_slot_entry(ck_hs_get(&s->hs, h, &probe));
 
     if (e != NULL)
         SL_TSAN_ACQUIRE(e);
@@ -116,7 +164,7 @@ void sl_shard_unlock(struct sl_shard *s)
 int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
 {
     SL_TSAN_RELEASE(e);
-    return ck_hs_put_unique(&s->hs, h, e) ? 0 : -ENOMEM;
+    return ck_hs_put_unique(&s->hs, h, sl_slot_make(e, h)) ? 0 : -ENOMEM;
 }
 
 int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old,
@@ -125,9 +173,9 @@ int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old
     void *prev = NULL;
 
     SL_TSAN_RELEASE(repl);
-    if (!ck_hs_set(&s->hs, h, repl, &prev))
+    if (!ck_hs_set(&s->hs, h, sl_slot_make(repl, h), &prev))
         return -ENOMEM;
-    return prev == old ? 0 : -EINVAL;
+    return sl_slot_entry(prev) == old ? 0 : -EINVAL;
 }
 
 /* ---- entries --------------------------------------------------------- */
@@ -239,7 +287,7 @@ size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, 
     if (t == NULL)
         return 0;
     while (removed < budget && ck_hs_next(&s->hs, &it, &obj)) {
-        struct sl_entry *e = obj;
+        struct sl_entry *e = sl_slot_entry(obj);
         if (batch == NULL || sl_limbo_full(batch)) {
             if (batch != NULL)
                 sl_limbo_retire(t, batch);
@@ -248,7 +296,7 @@ size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, 
         }
         if (!sl_entry_freeze_if_idle(e, now, idle_ttl))
             continue;
-        ck_hs_remove(&s->hs, sl_hs_hash(e, (unsigned long)&l->hkey), e);
+        ck_hs_remove(&s->hs, sl_hs_hash(obj, (unsigned long)&l->hkey), obj);
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
         removed++;
