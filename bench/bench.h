@@ -62,8 +62,11 @@ void progress(const char *fmt, ...);
 struct sluice_policy bench_policy(enum sluice_algo a);
 const char *algo_name(enum sluice_algo a);
 const char *dist_name(enum dist d);
-int run_case(const struct options *o, enum engine e, enum sluice_algo a, enum dist d,
-             uint64_t nkeys, unsigned threads, struct result *out);
+struct fixture;
+struct fixture *fixture_new(enum engine e, enum sluice_algo a, uint64_t nkeys);
+void fixture_free(struct fixture *f);
+int run_case(const struct options *o, struct fixture *f, enum dist d, unsigned threads,
+             struct result *out);
 
 /* baselines.c */
 struct baseline;

@@ -13,8 +13,8 @@ void keyset_make(struct keyset *k, uint64_t n)
     k->n = n;
     k->bytes = malloc(n * KEY_LEN + 1);
     for (uint64_t i = 0; i < n; i++) {
-        char tmp[KEY_LEN + 1];
-        snprintf(tmp, sizeof(tmp), "key-%011llu", (unsigned long long)i);
+        char tmp[32];
+        snprintf(tmp, sizeof(tmp), "key-%011llu", (unsigned long long)(i % 100000000000ull));
         memcpy(k->bytes + i * KEY_LEN, tmp, KEY_LEN);
     }
 }

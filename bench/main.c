@@ -118,22 +118,44 @@ static void header(const char *title)
            "keys", "count", "thr", "ns/op", "Mops/s", "p50", "p99", "p999", "allowed", "ratio");
 }
 
+/* Results of one key count: [dist][threads][engine or algorithm]. */
+struct grid {
+    struct result r[3][4][5];
+};
+
+static void run_grid(const struct options *o, uint64_t keys, bool engines, struct grid *g)
+{
+    for (int x = 0; x < 5; x++) {
+        struct fixture *f;
+        if (!engines && !o->algo_on[x])
+            continue;
+        progress("%s: %s, %llu keys: creating keys", engines ? "baselines" : "algorithms",
+                 engines ? "engine" : algo_name(x), (unsigned long long)keys);
+        f = fixture_new(engines ? (enum engine)x : ENG_SLUICE,
+                        engines ? SLUICE_GCRA : (enum sluice_algo)x, keys);
+        for (int d = 0; d < 3; d++)
+            for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, keys, d); ti++) {
+                progress("%s: %s, %llu keys %s, %u threads", engines ? "baselines" : "algorithms",
+                         engines ? "engine" : algo_name(x), (unsigned long long)keys,
+                         dist_name(d), o->threads[ti]);
+                run_case(o, f, d, o->threads[ti], &g->r[d][ti][x]);
+            }
+        fixture_free(f);
+    }
+}
+
 /* sluice vs the baselines, GCRA, same keys and threads. */
 static void compare_baselines(const struct options *o, FILE *csv, FILE *dat)
 {
+    static struct grid g;
+
     header("GCRA, sluice vs baselines (ratio = baseline ns / sluice ns; floor: sluice / floor)");
-    for (unsigned ki = 0; ki < o->nkeys; ki++)
-        for (int d = 0; d < 3; d++) {
-            if (!dist_applies(o, o->keys[ki], d))
-                continue;
-            for (unsigned ti = 0; ti < o->nthreads; ti++) {
-                struct result r[5];
+    for (unsigned ki = 0; ki < o->nkeys; ki++) {
+        run_grid(o, o->keys[ki], true, &g);
+        for (int d = 0; d < 3; d++)
+            for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, o->keys[ki], d); ti++) {
+                struct result *r = g.r[d][ti];
                 char ratio[64];
-                for (int e = 0; e < 5; e++) {
-                    progress("baselines: engine %d, %llu keys %s, %u threads", e,
-                             (unsigned long long)o->keys[ki], dist_name(d), o->threads[ti]);
-                    run_case(o, e, SLUICE_GCRA, d, o->keys[ki], o->threads[ti], &r[e]);
-                }
                 for (int e = 0; e < 5; e++) {
                     if (e == ENG_SLUICE)
                         snprintf(ratio, sizeof(ratio), "%.2fx floor", r[0].ns_per_op / r[4].ns_per_op);
@@ -146,34 +168,28 @@ static void compare_baselines(const struct options *o, FILE *csv, FILE *dat)
                         r[0].ns_per_op, r[1].ns_per_op, r[2].ns_per_op, r[3].ns_per_op,
                         r[4].ns_per_op);
             }
-        }
+    }
 }
 
 static void compare_algorithms(const struct options *o, FILE *csv, FILE *dat)
 {
+    static struct grid g;
+
     header("Algorithms (sluice_acquire_at, keys pre-created)");
-    for (unsigned ki = 0; ki < o->nkeys; ki++)
-        for (int d = 0; d < 3; d++) {
-            if (!dist_applies(o, o->keys[ki], d))
-                continue;
-            for (unsigned ti = 0; ti < o->nthreads; ti++) {
+    for (unsigned ki = 0; ki < o->nkeys; ki++) {
+        run_grid(o, o->keys[ki], false, &g);
+        for (int d = 0; d < 3; d++)
+            for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, o->keys[ki], d); ti++) {
                 fprintf(dat, "\"%llu %s %ut\"", (unsigned long long)o->keys[ki], dist_name(d),
                         o->threads[ti]);
                 for (int a = 0; a < 5; a++) {
-                    struct result r;
-                    if (!o->algo_on[a]) {
-                        fprintf(dat, " 0");
-                        continue;
-                    }
-                    progress("algorithms: %s, %llu keys %s, %u threads", algo_name(a),
-                             (unsigned long long)o->keys[ki], dist_name(d), o->threads[ti]);
-                    run_case(o, ENG_SLUICE, a, d, o->keys[ki], o->threads[ti], &r);
-                    print_row(csv, &r, "");
-                    fprintf(dat, " %.2f", r.ns_per_op);
+                    fprintf(dat, " %.2f", o->algo_on[a] ? g.r[d][ti][a].ns_per_op : 0.0);
+                    if (o->algo_on[a])
+                        print_row(csv, &g.r[d][ti][a], "");
                 }
                 fprintf(dat, "\n");
             }
-        }
+    }
 }
 
 static FILE *open_out(const struct options *o, const char *name)

@@ -50,7 +50,7 @@ struct worker {
     uint64_t floor_T, floor_tau;
     const struct keyset *ks;
     uint32_t *idx;
-    uint64_t ops, cost;
+    uint64_t ops, cost, start;
     pthread_barrier_t *bar;
     uint64_t elapsed, allowed;
     uint32_t *samples;
@@ -93,7 +93,7 @@ static inline int decide(struct worker *w, uint32_t k, uint64_t now)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    uint64_t now = 10 * NS_PER_S, allowed = 0, start, t0;
+    uint64_t now = w->start, allowed = 0, start, t0;
 
     pthread_barrier_wait(w->bar);
     start = now_ns();
@@ -125,44 +125,77 @@ static const char *engine_name(enum engine e)
     return n[e];
 }
 
-int run_case(const struct options *o, enum engine e, enum sluice_algo a, enum dist d,
-             uint64_t nkeys, unsigned threads, struct result *out)
-{
-    struct sluice_policy pol = bench_policy(a);
-    const struct sluice_limit *lim = &pol.limits[0];
-    struct worker w[8];
+/* Keys are created once per fixture and reused by every run on it. */
+struct fixture {
+    enum engine e;
+    enum sluice_algo a;
+    struct sluice_policy pol;
     struct keyset ks;
+    sluice_t *l;
+    struct baseline *b;
+    _Atomic uint64_t *floor;
+};
+
+struct fixture *fixture_new(enum engine e, enum sluice_algo a, uint64_t nkeys)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    const struct sluice_limit *lim;
+
+    f->e = e;
+    f->a = a;
+    f->pol = bench_policy(a);
+    lim = &f->pol.limits[0];
+    keyset_make(&f->ks, nkeys);
+    if (e == ENG_SLUICE || e == ENG_SLUICE_CLOCK) {
+        struct sluice_config cfg;
+        sluice_config_init(&cfg);
+        cfg.policy = f->pol;
+        cfg.max_keys = nkeys + 16;
+        if (sluice_create(&cfg, &f->l) != 0)
+            abort();
+        for (uint64_t i = 0; i < nkeys; i++)
+            sluice_acquire_at(f->l, f->ks.bytes + i * KEY_LEN, KEY_LEN, 1, 0, NULL);
+    } else if (e == ENG_CAS_FLOOR) {
+        f->floor = calloc(nkeys, sizeof(*f->floor));
+    } else {
+        f->b = baseline_new(e == ENG_MUTEX ? 1 : 256, nkeys, lim->count, lim->period_ns);
+        for (uint64_t i = 0; i < nkeys; i++)
+            baseline_acquire(f->b, f->ks.bytes + i * KEY_LEN, KEY_LEN, 0);
+    }
+    return f;
+}
+
+void fixture_free(struct fixture *f)
+{
+    sluice_destroy(f->l);
+    if (f->b != NULL)
+        baseline_free(f->b);
+    free(f->floor);
+    keyset_free(&f->ks);
+    free(f);
+}
+
+/* Each run starts after the last one ended, so state is never in the future. */
+static uint64_t time_base = 10 * NS_PER_S;
+
+int run_case(const struct options *o, struct fixture *f, enum dist d, unsigned threads,
+             struct result *out)
+{
+    const struct sluice_limit *lim = &f->pol.limits[0];
+    enum engine e = f->e;
+    uint64_t nkeys = f->ks.n;
+    struct worker w[8];
     pthread_barrier_t bar;
     pthread_t th[8];
-    sluice_t *l = NULL;
-    struct baseline *b = NULL;
-    _Atomic uint64_t *floor = NULL;
     uint64_t wall, total_ops = 0, allowed = 0, ns_sum = 0;
     uint32_t *all;
     size_t nall = 0;
 
-    keyset_make(&ks, nkeys);
-    if (e == ENG_SLUICE || e == ENG_SLUICE_CLOCK) {
-        struct sluice_config cfg;
-        sluice_config_init(&cfg);
-        cfg.policy = pol;
-        cfg.max_keys = nkeys + 16;
-        if (sluice_create(&cfg, &l) != 0)
-            return -1;
-        for (uint64_t i = 0; i < nkeys; i++)
-            sluice_acquire_at(l, ks.bytes + i * KEY_LEN, KEY_LEN, 1, 0, NULL);
-    } else if (e == ENG_CAS_FLOOR) {
-        floor = calloc(nkeys, sizeof(*floor));
-    } else {
-        b = baseline_new(e == ENG_MUTEX ? 1 : 256, nkeys, lim->count, lim->period_ns);
-        for (uint64_t i = 0; i < nkeys; i++)
-            baseline_acquire(b, ks.bytes + i * KEY_LEN, KEY_LEN, 0);
-    }
     pthread_barrier_init(&bar, NULL, threads);
     for (unsigned t = 0; t < threads; t++) {
-        w[t] = (struct worker){.e = e, .l = l, .b = b, .floor = floor,
+        w[t] = (struct worker){.e = e, .l = f->l, .b = f->b, .floor = f->floor,
                                .floor_T = lim->period_ns / lim->count,
-                               .floor_tau = lim->period_ns, .ks = &ks,
+                               .floor_tau = lim->period_ns, .ks = &f->ks, .start = time_base,
                                .idx = index_stream(d, nkeys, STREAM_LEN, 1 + t * 7919),
                                .ops = o->ops, .cost = o->cost, .bar = &bar};
         w[t].samples = malloc((o->ops / SAMPLE_EVERY + 1) * sizeof(uint32_t));
@@ -173,6 +206,7 @@ int run_case(const struct options *o, enum engine e, enum sluice_algo a, enum di
     for (unsigned t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
     wall = now_ns() - wall;
+    time_base += (o->ops + 1) * STEP_NS + NS_PER_S;
     all = malloc(threads * (o->ops / SAMPLE_EVERY + 1) * sizeof(uint32_t));
     for (unsigned t = 0; t < threads; t++) {
         total_ops += w[t].ops;
@@ -184,7 +218,7 @@ int run_case(const struct options *o, enum engine e, enum sluice_algo a, enum di
         free(w[t].idx);
     }
     qsort(all, nall, sizeof(uint32_t), cmp_u32);
-    *out = (struct result){.engine = engine_name(e), .algo = algo_name(a), .dist = dist_name(d),
+    *out = (struct result){.engine = engine_name(e), .algo = algo_name(f->a), .dist = dist_name(d),
                            .keys = nkeys, .threads = threads,
                            .ns_per_op = (double)ns_sum / (double)total_ops,
                            .mops = (double)total_ops / ((double)wall / 1e3),
@@ -193,10 +227,5 @@ int run_case(const struct options *o, enum engine e, enum sluice_algo a, enum di
                            .allowed_pct = 100.0 * (double)allowed / (double)total_ops};
     free(all);
     pthread_barrier_destroy(&bar);
-    sluice_destroy(l);
-    if (b != NULL)
-        baseline_free(b);
-    free(floor);
-    keyset_free(&ks);
     return 0;
 }

@@ -106,6 +106,7 @@ void sl_epoch_drain(struct sl_thread *t)
 
 struct sl_limbo {
     ck_epoch_entry_t retire;
+    struct sl_arena *arena;     /* referenced: may outlive the limiter */
     size_t n, cap;
     struct sl_entry *e[];
 };
@@ -114,10 +115,11 @@ struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap)
 {
     struct sl_limbo *b = sl_alloc(NULL, sizeof(*b) + cap * sizeof(b->e[0]));
 
-    (void)l;
     if (b != NULL) {
         b->n = 0;
         b->cap = cap;
+        b->arena = l->arena;
+        sl_arena_ref(l->arena);
     }
     return b;
 }
@@ -141,13 +143,15 @@ static void sl_limbo_free(ck_epoch_entry_t *ee)
 
     sl_epoch_callback_begin();
     for (size_t i = 0; i < b->n; i++)
-        sl_entry_free(b->e[i]);
+        sl_entry_free(b->arena, b->e[i]);
+    sl_arena_unref(b->arena);
     free(b);
 }
 
 void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b)
 {
     if (b->n == 0) {
+        sl_arena_unref(b->arena);
         free(b);
         return;
     }

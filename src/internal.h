@@ -175,6 +175,7 @@ struct sl_stat_slot {
 struct sluice {
     struct sl_hkey hkey;
     struct sl_shard *shards;
+    struct sl_arena *arena;     /* entries */
     unsigned shard_shift;       /* shard = hash >> shard_shift */
     unsigned nshards;
     _Atomic(struct sl_policy *) policy;
@@ -216,7 +217,7 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
                  struct sl_entry **out);
 /* Free an entry that was never published. */
 void sl_entry_discard(struct sluice *l, struct sl_entry *e);
-void sl_entry_free(struct sl_entry *e);
+void sl_entry_free(struct sl_arena *a, struct sl_entry *e);
 size_t sl_entry_size(const struct sl_policy *pol, size_t len);
 size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 /* Freeze every limit of e; returns false (nothing frozen) if it is frozen already. */
@@ -224,6 +225,18 @@ bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
 bool sl_entry_is_frozen(struct sl_entry *e);
+
+/* ---- entry memory (arena.c) ------------------------------------------- */
+
+struct sl_arena;
+struct sl_arena *sl_arena_new(sl_aword *acct);
+void sl_arena_ref(struct sl_arena *a);
+void sl_arena_unref(struct sl_arena *a);
+void sl_arena_detach(struct sl_arena *a);
+int sl_arena_class(size_t size);
+/* Cache-line aligned; slabs and large blocks are accounted to acct. */
+void *sl_arena_alloc(struct sl_arena *a, size_t size);
+void sl_arena_free(struct sl_arena *a, void *p, size_t size);
 
 /* ---- epoch reclamation (epoch.c) ------------------------------------- */
 

@@ -96,12 +96,15 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
         if (l->name != NULL)
             memcpy(l->name, name, n);
     }
-    rc = l->name == NULL ? -ENOMEM : sl_table_init(l, sl_shard_count(cfg->shards));
+    l->arena = l->name == NULL ? NULL : sl_arena_new(&l->memory);
+    rc = l->arena == NULL ? -ENOMEM : sl_table_init(l, sl_shard_count(cfg->shards));
     if (rc == 0)
         rc = sl_reaper_start(l);
     if (rc < 0) {
         if (l->shards != NULL)
             sl_table_destroy(l);
+        if (l->arena != NULL)
+            sl_arena_detach(l->arena);
         sl_policy_discard(pol);
         free(l->name);
         free(l);
@@ -119,6 +122,7 @@ void sluice_destroy(sluice_t *l)
         return;
     sl_reaper_stop(l);
     sl_table_destroy(l);
+    sl_arena_detach(l->arena);
     sl_policy_unref(atomic_load_explicit(&l->policy, memory_order_relaxed));
     free(l->name);
     free(l);

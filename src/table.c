@@ -124,7 +124,7 @@ void sl_table_destroy(struct sluice *l)
         void *obj;
 
         while (ck_hs_next(&s->hs, &it, &obj))
-            sl_entry_free(sl_slot_entry(obj));
+            sl_entry_free(l->arena, sl_slot_entry(obj));
         sl_ck_account_to(&l->memory);
         ck_hs_destroy(&s->hs);
         sl_ck_account_to(NULL);
@@ -185,10 +185,15 @@ size_t sl_entry_size(const struct sl_policy *pol, size_t len)
     return sizeof(struct sl_entry) + pol->nwords * sizeof(sl_aword) + len;
 }
 
-/* What sl_alloc_aligned accounts for an entry. */
+/* What the arena accounts per entry: nothing for slab blocks (the slab is
+ * accounted), the padded size for large ones. */
 size_t sl_entry_footprint(const struct sl_policy *pol, size_t len)
 {
-    return (sl_entry_size(pol, len) + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
+    size_t size = sl_entry_size(pol, len);
+
+    if (sl_arena_class(size) >= 0)
+        return 0;
+    return (size + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
 }
 
 /* Takes a reference on pol; the words start fresh (all zero). */
@@ -200,7 +205,7 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
 
     if (!sl_policy_tryref(pol))
         return -EAGAIN;
-    e = sl_alloc_aligned(&l->memory, size);
+    e = sl_arena_alloc(l->arena, size);
     if (e == NULL) {
         sl_policy_unref(pol);
         return -ENOMEM;
@@ -217,14 +222,16 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
 void sl_entry_discard(struct sluice *l, struct sl_entry *e)
 {
     sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
-    sl_entry_free(e);
+    sl_entry_free(l->arena, e);
 }
 
 /* Unaccounted already (at retirement) or by the caller. */
-void sl_entry_free(struct sl_entry *e)
+void sl_entry_free(struct sl_arena *a, struct sl_entry *e)
 {
-    sl_policy_unref(e->pol);
-    free(e);
+    struct sl_policy *pol = e->pol;
+
+    sl_arena_free(a, e, sl_entry_size(pol, e->key_len));
+    sl_policy_unref(pol);
 }
 
 bool sl_entry_freeze(struct sl_entry *e)
