@@ -214,11 +214,12 @@ static const char plot_script[] =
     "'' using 6 title 'CAS floor'\n"
     "unset logscale y\nset style data lines\nset xtics norotate\n"
     "set output 'accuracy.png'\nset datafile separator ','\n"
-    "set title 'Boundary bursts (100 before + 100 after every 2nd second), limit 100/s: "
-    "admitted per 50 ms'\n"
-    "set xlabel 'seconds'\nset ylabel 'admitted per 50 ms'\nset xrange [1.5:8.5]\n"
-    "plot for [a in 'gcra fixed sliding log approx'] 'accuracy.csv' "
-    "using (($1==1 && strcol(2) eq a) ? $3 : NaN):4 with steps lw 2 title a\n";
+    "set title 'Bursts of 100 just before and 100 just after every 2nd second, limit 100/s'\n"
+    "set xlabel 'seconds'\nset ylabel 'units admitted in the trailing 1 s'\n"
+    "set xrange [1.5:7.5]\nset yrange [0:220]\n"
+    "plot for [a in 'fixed gcra approx sliding log'] 'accuracy.csv' "
+    "using (($1==1 && strcol(2) eq a) ? $3 : NaN):4 with steps lw 2 title a, "
+    "100 with lines dt 2 lc rgb 'black' title 'limit'\n";
 
 static void plots(const struct options *o)
 {
