@@ -29,7 +29,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         if (carry)
             sl_policy_carry(e->pol, e->w, to, ne->w, last != 0 ? last : now);
         sl_store_rlx(&ne->last_ns, last);
-        /* The key is present, so ck_hs_set swaps the slot: it cannot fail. */
+        /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));

@@ -70,10 +70,13 @@ static inline void sl_cpu_relax(void)
 /*
  * ThreadSanitizer cannot see the ordering that ck gives (ck_pr is inline
  * assembly and libck is not instrumented): it would report every epoch-
- * deferred free and every ck_hs publication as a race.  These annotations
- * tell it what ck guarantees, and compile to nothing otherwise:
- *   - an entry published into ck_hs happens-before a reader that found it;
- *   - every epoch section's end happens-before a deferred callback.
+ * deferred free as a race.  These annotations tell it what ck guarantees,
+ * and compile to nothing otherwise:
+ *   - every epoch section's end happens-before a deferred callback;
+ *   - an epoch record handed over by ck_epoch_recycle was released by the
+ *     thread that left it;
+ *   - (belt and braces) an entry published in the table happens-before a
+ *     reader that found it.
  */
 #if defined(__SANITIZE_THREAD__)
 #define SL_TSAN 1

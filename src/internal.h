@@ -6,7 +6,6 @@
 #define SL_INTERNAL_H
 
 #include <ck_epoch.h>
-#include <ck_hs.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -160,9 +159,11 @@ struct sl_hkey {
 uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len);
 void sl_random_bytes(void *buf, size_t len);
 
+struct sl_slots;
 struct sl_shard {
-    pthread_mutex_t lock;       /* writers only: insert, replace, remove */
-    ck_hs_t hs;
+    _Atomic(struct sl_slots *) slots; /* the current array; readers load it */
+    pthread_mutex_t lock;       /* writers only: insert, replace, remove, rehash */
+    uint64_t live, used;        /* entries; entries + tombstones (under lock) */
     struct sluice *owner;
 } SL_ALIGNED;
 
@@ -286,10 +287,6 @@ void sl_unaccount(sl_aword *acct, size_t size);
 /* Tests: fail the nth allocation from now (1 = next), every nth if `every`; 0 disables. */
 void sl_test_fail_alloc(unsigned long nth, bool every);
 
-/* The ck_malloc of the key tables: maps carry their own epoch entry. */
-extern struct ck_malloc sl_ck_allocator;
-/* The account charged by ck_hs allocations of the current thread. */
-void sl_ck_account_to(sl_aword *acct);
 
 /* ---- decisions (decide.c), administration (admin.c) ------------------ */
 

@@ -1,91 +1,80 @@
 /*
- * The key table: 2^k shards, each a ck_hs in SPMC mode (one writer at a
- * time, any number of lock-free readers) behind a per-shard mutex that only
- * writers take.  ck_hs was chosen over a hand-made table: it is a tuned
- * open-addressing set whose readers never block, packs 16 hash bits into
- * each slot pointer so misses rarely touch an entry, and frees grown maps
- * through our ck_malloc, i.e. through the epoch.
+ * The key table: 2^k shards, each an open-addressing array of tagged entry
+ * pointers with linear probing.  Readers never lock: they load the shard's
+ * array (acquire) and probe until an empty slot.  Writers (insert, replace,
+ * remove, rehash) hold the shard's mutex.  A rehash builds a new array and
+ * publishes it; the old one goes to the epoch, so a reader still probing it
+ * stays safe, and finds it unchanged (writers only touch the current array).
  *
- * Entries are one cache-line-aligned allocation: header, state words, key.
- * Their policy pointer never changes: a policy change, an override or a
- * reset builds a new entry, freezes the old one (so no charge can land on
- * it), carries its state over and swaps it in.
+ * Why not ck_hs: Debian's libck is built without ck_hs's pointer packing,
+ * so each occupied slot of a probed line costs a miss on its entry, and its
+ * general probe (probe bounds, SPMC generations) costs about 200
+ * instructions per lookup, more than the whole rest of a decision.  Here a
+ * slot carries 15 hash bits above bit 48: a lookup reads the slot line and
+ * the matching entry only.
+ *
+ * Slot values: 0 empty, 1 tombstone, else (tag << 48) | entry address.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define SL_SHARD_INITIAL 64
-
-_Static_assert(sizeof(unsigned long) >= sizeof(void *), "ck_hs seed carries a pointer");
-
-/*
- * Slots hold tagged entry pointers: 15 bits of the key's hash above bit 48
- * (bit 63 says the tag is there).  ck_hs never dereferences what it stores
- * (only our callbacks do), and Debian's ck is built without its own pointer
- * packing, so without the tag every occupied slot of a probed cache line
- * would cost a cache miss on its entry.  With it, a lookup touches the slot
- * line and the matching entry only.  Pointers with any of the top 16 bits
- * set (not seen on Linux user space) are stored untagged and compared in full.
- */
+#define SL_SLOTS_MIN 64u
+#define SL_EMPTY 0u
+#define SL_TOMB 1u
 #define SL_TAG_SHIFT 48
 #define SL_TAG_FLAG (UINT64_C(1) << 63)
+#define SL_ADDR_MASK ((UINT64_C(1) << SL_TAG_SHIFT) - 1)
 
-static uintptr_t sl_tag_of(uint64_t h)
+struct sl_slots {
+    ck_epoch_entry_t retire;
+    size_t bytes;               /* as accounted */
+    uint64_t mask;              /* capacity - 1 */
+    sl_aword slot[];
+};
+
+static uint64_t sl_tag_of(uint64_t h)
 {
-    return (uintptr_t)(SL_TAG_FLAG | ((h >> 49) << SL_TAG_SHIFT));
+    return SL_TAG_FLAG | ((h >> 49) << SL_TAG_SHIFT);
 }
 
-static void *sl_slot_make(struct sl_entry *e, uint64_t h)
+/* Addresses with any of the top 16 bits set (not seen in Linux user space)
+ * are stored untagged and compared in full. */
+static uint64_t sl_slot_make(const struct sl_entry *e, uint64_t h)
 {
-    uintptr_t p = (uintptr_t)e;
+    uint64_t p = (uint64_t)(uintptr_t)e;
 
-    return (void *)(p >> SL_TAG_SHIFT ? p : p | sl_tag_of(h));
+    return p >> SL_TAG_SHIFT ? p : p | sl_tag_of(h);
 }
 
-static struct sl_entry *sl_slot_entry(const void *slot)
+static struct sl_entry *sl_slot_entry(uint64_t v)
 {
-    uintptr_t v = (uintptr_t)slot;
-
-    return (struct sl_entry *)(v & SL_TAG_FLAG ? v & ((UINT64_C(1) << SL_TAG_SHIFT) - 1) : v);
+    return (struct sl_entry *)(uintptr_t)(v & SL_TAG_FLAG ? v & SL_ADDR_MASK : v);
 }
 
-/* False when both tags are known and differ: certainly another key. */
-static bool sl_tags_may_match(uintptr_t stored, uintptr_t tag)
+static bool sl_slot_may_hold(uint64_t v, uint64_t tag)
 {
-    return !(stored & SL_TAG_FLAG) || (stored >> SL_TAG_SHIFT) == (tag >> SL_TAG_SHIFT);
+    return v > SL_TOMB && (!(v & SL_TAG_FLAG) || (v >> SL_TAG_SHIFT) == (tag >> SL_TAG_SHIFT));
 }
 
-static unsigned long sl_hs_hash(const void *slot, unsigned long seed)
+static struct sl_slots *sl_slots_new(struct sluice *l, uint64_t capacity)
 {
-    const struct sl_entry *e = sl_slot_entry(slot);
+    size_t bytes = sizeof(struct sl_slots) + capacity * sizeof(sl_aword);
+    struct sl_slots *t = sl_alloc_aligned(&l->memory, bytes);
 
-    return sl_hash((const struct sl_hkey *)seed, sl_entry_key(e), e->key_len);
+    if (t == NULL)
+        return NULL;
+    memset(t, 0, bytes);
+    t->bytes = (bytes + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
+    t->mask = capacity - 1;
+    return t;
 }
 
-static bool sl_key_equal(const struct sl_entry *e, const void *key, size_t len)
+static void sl_slots_free_cb(ck_epoch_entry_t *e)
 {
-    SL_TSAN_ACQUIRE(e); /* every entry ck_hs shows us was published */
-    return e->key_len == len && memcmp(sl_entry_key(e), key, len) == 0;
-}
-
-/* a is always a stored slot; b is a lookup probe, or a slot being put. */
-static bool sl_hs_compare(const void *a, const void *b)
-{
-    uintptr_t stored = (uintptr_t)a, other = (uintptr_t)b;
-    const struct sl_probe *p = b;
-    const struct sl_entry *f;
-
-    if (!(other & SL_TAG_FLAG) && p->tag == SL_PROBE_TAG) {
-        if (!sl_tags_may_match(stored, sl_tag_of(p->hash)))
-            return false;
-        return sl_key_equal(sl_slot_entry(a), p->key, p->len);
-    }
-    if (!sl_tags_may_match(stored, other) && (other & SL_TAG_FLAG))
-        return false;
-    f = sl_slot_entry(b);
-    return sl_key_equal(sl_slot_entry(a), sl_entry_key(f), f->key_len);
+    sl_epoch_callback_begin();
+    free(e); /* retire is the first member */
 }
 
 int sl_table_init(struct sluice *l, unsigned nshards)
@@ -93,24 +82,21 @@ int sl_table_init(struct sluice *l, unsigned nshards)
     l->shards = sl_alloc_aligned(&l->memory, nshards * sizeof(*l->shards));
     if (l->shards == NULL)
         return -ENOMEM;
+    memset(l->shards, 0, nshards * sizeof(*l->shards));
     l->nshards = nshards;
     l->shard_shift = 64 - sl_bits(nshards - 1);
     for (unsigned i = 0; i < nshards; i++) {
         struct sl_shard *s = &l->shards[i];
-        memset(s, 0, sizeof(*s));
+        struct sl_slots *t = sl_slots_new(l, SL_SLOTS_MIN);
         s->owner = l;
         pthread_mutex_init(&s->lock, NULL);
-        sl_ck_account_to(&l->memory);
-        if (!ck_hs_init(&s->hs, CK_HS_MODE_DIRECT | CK_HS_MODE_SPMC | CK_HS_MODE_DELETE,
-                        sl_hs_hash, sl_hs_compare, &sl_ck_allocator, SL_SHARD_INITIAL,
-                        (unsigned long)&l->hkey)) {
-            sl_ck_account_to(NULL);
+        if (t == NULL) {
             pthread_mutex_destroy(&s->lock);
             l->nshards = i;
             sl_table_destroy(l);
             return -ENOMEM;
         }
-        sl_ck_account_to(NULL);
+        atomic_init(&s->slots, t);
     }
     return 0;
 }
@@ -120,14 +106,14 @@ void sl_table_destroy(struct sluice *l)
 {
     for (unsigned i = 0; i < l->nshards; i++) {
         struct sl_shard *s = &l->shards[i];
-        ck_hs_iterator_t it = CK_HS_ITERATOR_INITIALIZER;
-        void *obj;
+        struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
 
-        while (ck_hs_next(&s->hs, &it, &obj))
-            sl_entry_free(l->arena, sl_slot_entry(obj));
-        sl_ck_account_to(&l->memory);
-        ck_hs_destroy(&s->hs);
-        sl_ck_account_to(NULL);
+        for (uint64_t j = 0; j <= t->mask; j++) {
+            uint64_t v = sl_load_rlx(&t->slot[j]);
+            if (v > SL_TOMB)
+                sl_entry_free(l->arena, sl_slot_entry(v));
+        }
+        sl_free(&l->memory, t, t->bytes);
         pthread_mutex_destroy(&s->lock);
     }
     sl_free(&l->memory, l->shards, l->nshards * sizeof(*l->shards));
@@ -139,180 +125,158 @@ struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
     return &l->shards[l->shard_shift == 64 ? 0 : h >> l->shard_shift];
 }
 
+static bool sl_key_equal(const struct sl_entry *e, const void *key, size_t len)
+{
+    return e->key_len == len && memcmp(sl_entry_key(e), key, len) == 0;
+}
+
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
-    struct sl_probe probe = {.tag = SL_PROBE_TAG, .key = key, .len = len, .hash = h};
-    struct sl_entry *e = sl_slot_entry(ck_hs_get(&s->hs, h, &probe));
+    /* acquire: the array's contents, and through its slots the entries,
+     * were published before the pointer (and each slot) was stored */
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
+    uint64_t tag = sl_tag_of(h), i = h & t->mask, v;
 
-    if (e != NULL)
-        SL_TSAN_ACQUIRE(e);
-    return e;
+    while ((v = sl_load_acq(&t->slot[i])) != SL_EMPTY) {
+        if (sl_slot_may_hold(v, tag)) {
+            struct sl_entry *e = sl_slot_entry(v);
+            SL_TSAN_ACQUIRE(e);
+            if (sl_key_equal(e, key, len))
+                return e;
+        }
+        i = (i + 1) & t->mask;
+    }
+    return NULL;
 }
 
 void sl_shard_lock(struct sl_shard *s)
 {
     pthread_mutex_lock(&s->lock);
-    sl_ck_account_to(&s->owner->memory);
 }
 
 void sl_shard_unlock(struct sl_shard *s)
 {
-    sl_ck_account_to(NULL);
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Writers: the index of e's slot in the current array. */
+static uint64_t sl_slot_find(struct sl_slots *t, uint64_t h, const struct sl_entry *e)
+{
+    uint64_t i = h & t->mask;
+
+    while (sl_slot_entry(sl_load_rlx(&t->slot[i])) != e || sl_load_rlx(&t->slot[i]) <= SL_TOMB)
+        i = (i + 1) & t->mask;
+    return i;
+}
+
+/* Place e in t (private or locked), at the first free slot of its probe. */
+static void sl_slot_place(struct sl_slots *t, uint64_t h, const struct sl_entry *e, bool *reused)
+{
+    uint64_t i = h & t->mask;
+
+    while (sl_load_rlx(&t->slot[i]) > SL_TOMB)
+        i = (i + 1) & t->mask;
+    *reused = sl_load_rlx(&t->slot[i]) == SL_TOMB;
+    SL_TSAN_RELEASE(e);
+    sl_store_rel(&t->slot[i], sl_slot_make(e, h)); /* publishes the entry */
+}
+
+/*
+ * Rebuild the shard's array for `live` entries at most half full, dropping
+ * tombstones, and publish it; the old array goes to the epoch.
+ */
+static int sl_rehash_locked(struct sl_shard *s, uint64_t live)
+{
+    struct sluice *l = s->owner;
+    struct sl_slots *old = atomic_load_explicit(&s->slots, memory_order_relaxed), *t;
+    struct sl_thread *th = sl_thread_get();
+    uint64_t cap = SL_SLOTS_MIN;
+    bool reused;
+
+    while (cap < 2 * (live + 1))
+        cap <<= 1;
+    if (th == NULL || (t = sl_slots_new(l, cap)) == NULL)
+        return -ENOMEM;
+    for (uint64_t j = 0; j <= old->mask; j++) {
+        uint64_t v = sl_load_rlx(&old->slot[j]);
+        if (v > SL_TOMB) {
+            struct sl_entry *e = sl_slot_entry(v);
+            sl_slot_place(t, sl_hash(&l->hkey, sl_entry_key(e), e->key_len), e, &reused);
+        }
+    }
+    s->used = s->live;
+    atomic_store_explicit(&s->slots, t, memory_order_release);
+    sl_unaccount(&l->memory, old->bytes);
+    sl_retire(th, &old->retire, sl_slots_free_cb);
+    return 0;
 }
 
 int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
 {
-    SL_TSAN_RELEASE(e);
-    return ck_hs_put_unique(&s->hs, h, sl_slot_make(e, h)) ? 0 : -ENOMEM;
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
+    bool reused;
+
+    /* at most 3/4 of the slots used (live or tombstones): probes stay short
+     * and every probe meets an empty slot */
+    if ((s->used + 1) * 4 > (t->mask + 1) * 3) {
+        if (sl_rehash_locked(s, s->live + 1) != 0)
+            return -ENOMEM;
+        t = atomic_load_explicit(&s->slots, memory_order_relaxed);
+    }
+    sl_slot_place(t, h, e, &reused);
+    s->live++;
+    s->used += !reused;
+    return 0;
 }
 
 int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old,
                             struct sl_entry *repl)
 {
-    void *prev = NULL;
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
 
     SL_TSAN_RELEASE(repl);
-    if (!ck_hs_set(&s->hs, h, sl_slot_make(repl, h), &prev))
-        return -ENOMEM;
-    return sl_slot_entry(prev) == old ? 0 : -EINVAL;
-}
-
-/* ---- entries --------------------------------------------------------- */
-
-size_t sl_entry_size(const struct sl_policy *pol, size_t len)
-{
-    return sizeof(struct sl_entry) + pol->nwords * sizeof(sl_aword) + len;
-}
-
-/* What the arena accounts per entry: nothing for slab blocks (the slab is
- * accounted), the padded size for large ones. */
-size_t sl_entry_footprint(const struct sl_policy *pol, size_t len)
-{
-    size_t size = sl_entry_size(pol, len);
-
-    if (sl_arena_class(size) >= 0)
-        return 0;
-    return (size + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
-}
-
-/* Takes a reference on pol; the words start fresh (all zero). */
-int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_t len,
-                 struct sl_entry **out)
-{
-    size_t size = sl_entry_size(pol, len);
-    struct sl_entry *e;
-
-    if (!sl_policy_tryref(pol))
-        return -EAGAIN;
-    e = sl_arena_alloc(l->arena, size);
-    if (e == NULL) {
-        sl_policy_unref(pol);
-        return -ENOMEM;
-    }
-    memset(e, 0, size);
-    e->key_len = (uint32_t)len;
-    e->pol = pol;
-    if (len != 0)
-        memcpy((unsigned char *)&e->w[pol->nwords], key, len);
-    *out = e;
+    sl_store_rel(&t->slot[sl_slot_find(t, h, old)], sl_slot_make(repl, h));
     return 0;
-}
-
-void sl_entry_discard(struct sluice *l, struct sl_entry *e)
-{
-    sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
-    sl_entry_free(l->arena, e);
-}
-
-/* Unaccounted already (at retirement) or by the caller. */
-void sl_entry_free(struct sl_arena *a, struct sl_entry *e)
-{
-    struct sl_policy *pol = e->pol;
-
-    sl_arena_free(a, e, sl_entry_size(pol, e->key_len));
-    sl_policy_unref(pol);
-}
-
-bool sl_entry_freeze(struct sl_entry *e)
-{
-    const struct sl_policy *pol = e->pol;
-
-    if (sl_load_acq(&e->w[pol->lim[0].off]) & SL_DEAD)
-        return false;
-    for (unsigned i = 0; i < pol->nlimits; i++)
-        pol->lim[i].ops->freeze(&e->w[pol->lim[i].off]);
-    return true;
-}
-
-bool sl_entry_is_frozen(struct sl_entry *e)
-{
-    return (sl_load_acq(&e->w[e->pol->lim[0].off]) & SL_DEAD) != 0;
-}
-
-/*
- * Freeze limit by limit, each from a value that is fresh at `now`, by CAS:
- * a charge landing first makes the CAS fail.  On any failure the limits
- * frozen so far get their exact old values back (nobody else writes a
- * frozen word), and chargers that saw them frozen retry.
- */
-bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl)
-{
-    const struct sl_policy *pol = e->pol;
-    uint64_t old[SLUICE_MAX_LIMITS];
-    unsigned i;
-
-    if (pol->is_override)
-        return false;
-    if (idle_ttl != 0 && sl_sat_add(sl_load_rlx(&e->last_ns), idle_ttl) > now)
-        return false;
-    for (i = 0; i < pol->nlimits; i++) {
-        const struct sl_lim *lim = &pol->lim[i];
-        sl_aword *w = &e->w[lim->off];
-        old[i] = sl_load_acq(w);
-        if ((old[i] & SL_DEAD) || !lim->ops->is_fresh(lim, old[i], w, now) ||
-            !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
-            break;
-    }
-    if (i == pol->nlimits)
-        return true;
-    while (i-- > 0)
-        sl_store_rel(&e->w[pol->lim[i].off], old[i]);
-    return false;
 }
 
 /* Reap one shard (locked by the caller); at most `budget` removals. */
 size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, size_t budget)
 {
     struct sluice *l = s->owner;
-    struct sl_thread *t = sl_thread_get();
-    ck_hs_iterator_t it = CK_HS_ITERATOR_INITIALIZER;
+    struct sl_thread *th = sl_thread_get();
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     struct sl_limbo *batch = NULL;
     size_t removed = 0;
-    void *obj;
 
-    if (t == NULL)
+    if (th == NULL)
         return 0;
-    while (removed < budget && ck_hs_next(&s->hs, &it, &obj)) {
-        struct sl_entry *e = sl_slot_entry(obj);
+    for (uint64_t j = 0; j <= t->mask && removed < budget; j++) {
+        uint64_t v = sl_load_rlx(&t->slot[j]);
+        struct sl_entry *e = sl_slot_entry(v);
+        if (v <= SL_TOMB)
+            continue;
         if (batch == NULL || sl_limbo_full(batch)) {
             if (batch != NULL)
-                sl_limbo_retire(t, batch);
+                sl_limbo_retire(th, batch);
             if ((batch = sl_limbo_new(l, 256)) == NULL)
                 break; /* out of memory: reap the rest next time */
         }
         if (!sl_entry_freeze_if_idle(e, now, idle_ttl))
             continue;
-        ck_hs_remove(&s->hs, sl_hs_hash(obj, (unsigned long)&l->hkey), obj);
+        sl_store_rel(&t->slot[j], SL_TOMB);
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
         removed++;
     }
     if (batch != NULL)
-        sl_limbo_retire(t, batch);
+        sl_limbo_retire(th, batch);
     if (removed != 0) {
+        s->live -= removed;
         sl_uncount(&l->nkeys, removed);
         sl_count(&l->reaped, removed);
+        /* give memory back once the shard is mostly empty */
+        if (t->mask + 1 > SL_SLOTS_MIN && s->live * 8 < t->mask + 1)
+            (void)sl_rehash_locked(s, s->live);
     }
     return removed;
 }

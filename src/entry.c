@@ -1,0 +1,112 @@
+/*
+ * Entries: one cache-line-aligned allocation holding the header, the state
+ * words of every limit and the key bytes.  Their policy pointer never
+ * changes: a policy change, an override or a reset builds a new entry,
+ * freezes the old one (so no charge can land on it), carries its state over
+ * and swaps it in.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+size_t sl_entry_size(const struct sl_policy *pol, size_t len)
+{
+    return sizeof(struct sl_entry) + pol->nwords * sizeof(sl_aword) + len;
+}
+
+/* What the arena accounts per entry: nothing for slab blocks (the slab is
+ * accounted), the padded size for large ones. */
+size_t sl_entry_footprint(const struct sl_policy *pol, size_t len)
+{
+    size_t size = sl_entry_size(pol, len);
+
+    if (sl_arena_class(size) >= 0)
+        return 0;
+    return (size + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
+}
+
+/* Takes a reference on pol; the words start fresh (all zero). */
+int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_t len,
+                 struct sl_entry **out)
+{
+    size_t size = sl_entry_size(pol, len);
+    struct sl_entry *e;
+
+    if (!sl_policy_tryref(pol))
+        return -EAGAIN;
+    e = sl_arena_alloc(l->arena, size);
+    if (e == NULL) {
+        sl_policy_unref(pol);
+        return -ENOMEM;
+    }
+    memset(e, 0, size);
+    e->key_len = (uint32_t)len;
+    e->pol = pol;
+    if (len != 0)
+        memcpy((unsigned char *)&e->w[pol->nwords], key, len);
+    *out = e;
+    return 0;
+}
+
+void sl_entry_discard(struct sluice *l, struct sl_entry *e)
+{
+    sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
+    sl_entry_free(l->arena, e);
+}
+
+/* Unaccounted already (at retirement) or by the caller. */
+void sl_entry_free(struct sl_arena *a, struct sl_entry *e)
+{
+    struct sl_policy *pol = e->pol;
+
+    sl_arena_free(a, e, sl_entry_size(pol, e->key_len));
+    sl_policy_unref(pol);
+}
+
+bool sl_entry_freeze(struct sl_entry *e)
+{
+    const struct sl_policy *pol = e->pol;
+
+    if (sl_load_acq(&e->w[pol->lim[0].off]) & SL_DEAD)
+        return false;
+    for (unsigned i = 0; i < pol->nlimits; i++)
+        pol->lim[i].ops->freeze(&e->w[pol->lim[i].off]);
+    return true;
+}
+
+bool sl_entry_is_frozen(struct sl_entry *e)
+{
+    return (sl_load_acq(&e->w[e->pol->lim[0].off]) & SL_DEAD) != 0;
+}
+
+/*
+ * Freeze limit by limit, each from a value that is fresh at `now`, by CAS:
+ * a charge landing first makes the CAS fail.  On any failure the limits
+ * frozen so far get their exact old values back (nobody else writes a
+ * frozen word), and chargers that saw them frozen retry.
+ */
+bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl)
+{
+    const struct sl_policy *pol = e->pol;
+    uint64_t old[SLUICE_MAX_LIMITS];
+    unsigned i;
+
+    if (pol->is_override)
+        return false;
+    if (idle_ttl != 0 && sl_sat_add(sl_load_rlx(&e->last_ns), idle_ttl) > now)
+        return false;
+    for (i = 0; i < pol->nlimits; i++) {
+        const struct sl_lim *lim = &pol->lim[i];
+        sl_aword *w = &e->w[lim->off];
+        old[i] = sl_load_acq(w);
+        if ((old[i] & SL_DEAD) || !lim->ops->is_fresh(lim, old[i], w, now) ||
+            !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
+            break;
+    }
+    if (i == pol->nlimits)
+        return true;
+    while (i-- > 0)
+        sl_store_rel(&e->w[pol->lim[i].off], old[i]);
+    return false;
+}
+
