@@ -384,12 +384,64 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     return rc;
 }
 
+/*
+ * The common case in one pass: an existing key under a current single-limit
+ * policy.  Anything else (a new key, a policy change, several limits, a
+ * frozen entry, cost 0) returns -EAGAIN and goes the general way, which
+ * decides the same.
+ */
+static int sl_acquire_fast(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                           uint64_t cost, uint64_t now, struct sluice_result *res)
+{
+    struct sl_target g;
+    const struct sl_lim *lim;
+    int rc;
+
+    sl_target_init(&g, l, key, len);
+    g.e = sl_table_get(g.s, g.h, key, len);
+    if (g.e == NULL)
+        return -EAGAIN;
+    g.pol = g.e->pol;
+    lim = &g.pol->lim[0];
+    if (g.pol->nlimits != 1 || cost == 0 || cost > lim->cap ||
+        (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
+        return -EAGAIN;
+    g.w = g.e->w;
+    rc = lim->ops->charge(lim, g.w + lim->off, now, cost, &g.receipt[0]);
+    if (rc == SL_FROZEN)
+        return -EAGAIN;
+    if (res != NULL) {
+        struct sl_report r;
+        if (lim->ops->report(lim, g.w + lim->off, now, rc == SL_OK ? 0 : cost, &r) == SL_FROZEN)
+            r = (struct sl_report){0, rc == SL_OK ? 0 : 1, 0};
+        if (rc == SL_NO && r.retry_after == 0)
+            r.retry_after = 1; /* freed meanwhile: try again now */
+        if (rc == SL_OK)
+            r.retry_after = 0;
+        sl_result_fill(res, &g, 0, 0, &r);
+        res->flags = g.pol->is_override ? SLUICE_F_OVERRIDE : 0;
+    }
+    if (rc == SL_OK)
+        sl_touch(&g, now);
+    sl_count_decision(t, &g, 1, rc == SL_OK);
+    return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+}
+
 int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
                       struct sluice_result *res)
 {
     struct sluice_key k = {.limiter = l, .key = key, .len = len};
+    struct sl_thread *t;
+    int rc = sl_key_check(l, key, len);
 
-    return sl_decide_keys(&k, 1, cost, now_ns, true, res);
+    if (rc < 0)
+        return rc;
+    if ((t = sl_thread_get()) == NULL)
+        return -ENOMEM;
+    sl_epoch_begin(t);
+    rc = sl_acquire_fast(t, l, key, len, cost, now_ns, res);
+    sl_epoch_end(t);
+    return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
 
 int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
