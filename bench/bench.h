@@ -11,7 +11,8 @@
 #define KEY_LEN 16
 #define NS_PER_S UINT64_C(1000000000)
 
-enum dist { DIST_HOT, DIST_UNIFORM, DIST_ZIPF };
+/* DIST_SPLIT: uniform over a disjoint share of the keys per thread. */
+enum dist { DIST_HOT, DIST_UNIFORM, DIST_ZIPF, DIST_SPLIT, DIST_COUNT };
 
 /* The ways a decision can be made, measured side by side. */
 enum engine {
@@ -28,7 +29,7 @@ struct options {
     uint64_t keys[4];
     unsigned nkeys;
     bool algo_on[5];
-    bool dists[3];
+    bool dists[DIST_COUNT];
     uint64_t ops;         /* decisions per thread per case */
     uint64_t cost;
     bool csv_only, plots, quick;
@@ -53,7 +54,8 @@ struct result {
 void keyset_make(struct keyset *k, uint64_t n);
 void keyset_free(struct keyset *k);
 /* n indexes into [0, nkeys) drawn from dist (Zipf s = 1.1). */
-uint32_t *index_stream(enum dist d, uint64_t nkeys, uint64_t n, uint64_t seed);
+uint32_t *index_stream(enum dist d, uint64_t nkeys, uint64_t n, uint64_t seed, unsigned thread,
+                       unsigned threads);
 uint64_t now_ns(void);
 uint64_t rss_bytes(void);
 void progress(const char *fmt, ...);

@@ -34,7 +34,8 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* Drawn before timing, so the draw costs nothing in the measurement. */
-uint32_t *index_stream(enum dist d, uint64_t nkeys, uint64_t n, uint64_t seed)
+uint32_t *index_stream(enum dist d, uint64_t nkeys, uint64_t n, uint64_t seed, unsigned thread,
+                       unsigned threads)
 {
     uint32_t *idx = malloc(n * sizeof(*idx));
     double *cdf = NULL;
@@ -53,6 +54,9 @@ uint32_t *index_stream(enum dist d, uint64_t nkeys, uint64_t n, uint64_t seed)
             idx[i] = 0;
         } else if (d == DIST_UNIFORM) {
             idx[i] = (uint32_t)(r % nkeys);
+        } else if (d == DIST_SPLIT) {
+            uint64_t share = nkeys / threads ? nkeys / threads : 1;
+            idx[i] = (uint32_t)(((r % share) * threads + thread) % nkeys);
         } else {
             double u = (double)(r >> 11) / 9007199254740992.0;
             uint64_t lo = 0, hi = nkeys - 1;

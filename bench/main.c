@@ -3,7 +3,7 @@
  * side by side in one run, show accuracy and the race naive throttles lose.
  *
  *   sluice-bench [--out DIR] [--threads 1,2] [--keys 1,1000,1000000]
- *                [--algos gcra,fixed,sliding,log,approx] [--dist hot,uniform,zipf]
+ *                [--algos gcra,fixed,sliding,log,approx] [--dist hot,uniform,zipf,split]
  *                [--ops N] [--cost N] [--csv] [--no-plots] [--quick]
  *
  * Prints tables on stdout, writes CSV and gnuplot PNGs into DIR
@@ -53,7 +53,7 @@ static void parse_names(const char *s, const char *const *names, unsigned count,
 static void parse(int argc, char **argv, struct options *o)
 {
     static const char *algos[] = {"gcra", "fixed", "sliding", "log", "approx"};
-    static const char *dists[] = {"hot", "uniform", "zipf"};
+    static const char *dists[] = {"hot", "uniform", "zipf", "split"};
     uint64_t tmp[4];
 
     *o = (struct options){.out = "bench-out", .threads = {1, 2}, .nthreads = 2,
@@ -61,7 +61,7 @@ static void parse(int argc, char **argv, struct options *o)
                           .plots = true};
     for (int i = 0; i < 5; i++)
         o->algo_on[i] = true;
-    o->dists[DIST_HOT] = o->dists[DIST_UNIFORM] = o->dists[DIST_ZIPF] = true;
+    o->dists[DIST_HOT] = o->dists[DIST_UNIFORM] = o->dists[DIST_ZIPF] = o->dists[DIST_SPLIT] = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--out") && v)
@@ -75,7 +75,7 @@ static void parse(int argc, char **argv, struct options *o)
         else if (!strcmp(a, "--algos") && v)
             parse_names(argv[++i], algos, 5, o->algo_on);
         else if (!strcmp(a, "--dist") && v)
-            parse_names(argv[++i], dists, 3, o->dists);
+            parse_names(argv[++i], dists, DIST_COUNT, o->dists);
         else if (!strcmp(a, "--ops") && v)
             o->ops = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--cost") && v)
@@ -120,7 +120,7 @@ static void header(const char *title)
 
 /* Results of one key count: [dist][threads][engine or algorithm]. */
 struct grid {
-    struct result r[3][4][5];
+    struct result r[DIST_COUNT][4][5];
 };
 
 static void run_grid(const struct options *o, uint64_t keys, bool engines, struct grid *g)
@@ -133,7 +133,7 @@ static void run_grid(const struct options *o, uint64_t keys, bool engines, struc
                  engines ? "engine" : algo_name(x), (unsigned long long)keys);
         f = fixture_new(engines ? (enum engine)x : ENG_SLUICE,
                         engines ? SLUICE_GCRA : (enum sluice_algo)x, keys);
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < DIST_COUNT; d++)
             for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, keys, d); ti++) {
                 progress("%s: %s, %llu keys %s, %u threads", engines ? "baselines" : "algorithms",
                          engines ? "engine" : algo_name(x), (unsigned long long)keys,
@@ -152,7 +152,7 @@ static void compare_baselines(const struct options *o, FILE *csv, FILE *dat)
     header("GCRA, sluice vs baselines (ratio = baseline ns / sluice ns; floor: sluice / floor)");
     for (unsigned ki = 0; ki < o->nkeys; ki++) {
         run_grid(o, o->keys[ki], true, &g);
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < DIST_COUNT; d++)
             for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, o->keys[ki], d); ti++) {
                 struct result *r = g.r[d][ti];
                 char ratio[64];
@@ -178,7 +178,7 @@ static void compare_algorithms(const struct options *o, FILE *csv, FILE *dat)
     header("Algorithms (sluice_acquire_at, keys pre-created)");
     for (unsigned ki = 0; ki < o->nkeys; ki++) {
         run_grid(o, o->keys[ki], false, &g);
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < DIST_COUNT; d++)
             for (unsigned ti = 0; ti < o->nthreads && dist_applies(o, o->keys[ki], d); ti++) {
                 fprintf(dat, "\"%llu %s %ut\"", (unsigned long long)o->keys[ki], dist_name(d),
                         o->threads[ti]);

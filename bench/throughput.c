@@ -23,7 +23,7 @@ const char *algo_name(enum sluice_algo a)
 
 const char *dist_name(enum dist d)
 {
-    static const char *n[] = {"hot", "uniform", "zipf"};
+    static const char *n[] = {"hot", "uniform", "zipf", "split"};
     return n[d];
 }
 
@@ -196,7 +196,7 @@ int run_case(const struct options *o, struct fixture *f, enum dist d, unsigned t
         w[t] = (struct worker){.e = e, .l = f->l, .b = f->b, .floor = f->floor,
                                .floor_T = lim->period_ns / lim->count,
                                .floor_tau = lim->period_ns, .ks = &f->ks, .start = time_base,
-                               .idx = index_stream(d, nkeys, STREAM_LEN, 1 + t * 7919),
+                               .idx = index_stream(d, nkeys, STREAM_LEN, 1 + t * 7919, t, threads),
                                .ops = o->ops, .cost = o->cost, .bar = &bar};
         w[t].samples = malloc((o->ops / SAMPLE_EVERY + 1) * sizeof(uint32_t));
     }
