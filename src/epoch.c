@@ -94,6 +94,17 @@ void sl_epoch_poll(struct sl_thread *t)
         (void)ck_epoch_poll(&t->rec);
 }
 
+size_t sl_epoch_records(void)
+{
+    ck_stack_entry_t *cursor;
+    size_t n = 0;
+
+    (void)pthread_once(&sl_epoch_once, sl_epoch_global_init);
+    CK_STACK_FOREACH(&sl_epoch.records, cursor)
+        n++;
+    return n;
+}
+
 void sl_epoch_drain(struct sl_thread *t)
 {
     /* Callbacks may retire more (an entry's last policy reference). */

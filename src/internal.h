@@ -261,6 +261,8 @@ static inline void sl_epoch_callback_begin(void) { SL_TSAN_ACQUIRE(&sl_epoch_tsa
 void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb);
 /* Run the callbacks whose grace period is over; outside callbacks only. */
 void sl_epoch_poll(struct sl_thread *t);
+/* Epoch records ever made (live and recyclable): tests of thread churn. */
+size_t sl_epoch_records(void);
 /* Reclaim what this thread retired, waiting for readers; outside sections only. */
 void sl_epoch_drain(struct sl_thread *t);
 
