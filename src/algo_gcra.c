@@ -22,6 +22,8 @@ static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
     lim->p = p;
     lim->q = q;
     lim->fbits = sl_bits(q - 1);
+    if (lim->fbits > 47)
+        return -EINVAL; /* A would have too few bits to hold any time */
     lim->abits = 63 - lim->fbits;
     lim->amask = (UINT64_C(1) << lim->abits) - 1;
     lim->tau = (sl_u128)burst * p;

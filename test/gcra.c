@@ -111,6 +111,13 @@ static void test_odd_rates(void)
     CHECK(n <= 1000 + 1000 * 1000);
     CHECK(n >= 1000 + 1000 * 1000 - 1000); /* T rounded up at most once per ns */
     sluice_destroy(l);
+    /* T = 1/UINT64_MAX ns cannot be kept exactly: rounded up to 1 ns (a
+     * regression: the fraction once took 64 bits and every shift broke) */
+    l = t_limiter1(SLUICE_GCRA, UINT64_MAX, 1, 1000, 0);
+    CHECK_EQ(sluice_acquire_at(l, "r", 1, 1000, 5, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "r", 1, 1, 5, NULL), SLUICE_DENY);
+    CHECK_EQ(sluice_acquire_at(l, "r", 1, 1, 6, NULL), SLUICE_ALLOW);
+    sluice_destroy(l);
 }
 
 int main(void)
