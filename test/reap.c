@@ -175,7 +175,7 @@ static void test_background_reaper(void)
     struct sluice_stats st;
 
     for (unsigned i = 0; i < 2; i++)
-        w[i] = (struct worker){l, i, 0, (uint64_t)(100000 * scale), NULL, NULL};
+        w[i] = (struct worker){l, i, 0, (uint64_t)(100000 * scale) + 20000, NULL, NULL};
     t_run_threads(2, churner, w, sizeof(w[0]));
     sluice_stats(l, &st);
     CHECK(st.reaped > 0);
