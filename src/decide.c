@@ -44,10 +44,12 @@ int sl_key_check(struct sluice *l, const void *key, size_t len)
 bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap)
 {
     for (unsigned attempt = 0;; attempt++) {
-        uint64_t n = atomic_fetch_add_explicit(&l->nkeys, 1, memory_order_relaxed);
-        if (n < l->max_keys)
-            return true;
-        sl_uncount(&l->nkeys, 1);
+        /* CAS, not add-then-undo: the count never reads above max_keys */
+        uint64_t n = sl_load_rlx(&l->nkeys);
+        while (n < l->max_keys)
+            if (atomic_compare_exchange_weak_explicit(&l->nkeys, &n, n + 1, memory_order_relaxed,
+                                                      memory_order_relaxed))
+                return true;
         /* Full: reaping scans the whole shard, so under a flood of new keys
          * only every SL_FULL_REAP_EVERY-th attempt pays for it. */
         if (attempt > 0 || (!force_reap && sl_load_rlx(&l->full) % SL_FULL_REAP_EVERY != 0) ||
