@@ -165,6 +165,18 @@ static void sl_result_fill(struct sluice_result *res, const struct sl_target *g,
     res->key_index = key;
 }
 
+/* The decision's flags, and a retry_after that agrees with it: 0 when
+ * allowed; at least 1 ns when denied (a report read after another thread
+ * freed capacity may say 0: try again at once). */
+static void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
+{
+    res->flags = flags;
+    if (rc == SL_OK)
+        res->retry_after_ns = 0;
+    else if (res->retry_after_ns == 0)
+        res->retry_after_ns = 1;
+}
+
 /*
  * Report every limit (read-only).  cost is what the caller wants to know
  * about (0 after a charge).  Returns SL_NO with the first limit that would
@@ -348,13 +360,8 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
             sl_target_wait(&g[frozen]);
         rc = 0; /* SL_RACED: decide again from a fresh read */
     }
-    if (res != NULL) {
-        res->flags = flags;
-        if (rc == SL_NO && res->retry_after_ns == 0)
-            res->retry_after_ns = 1;
-        if (rc == SL_OK)
-            res->retry_after_ns = 0;
-    }
+    if (res != NULL)
+        sl_result_finish(res, rc, flags);
     if (charge) {
         for (size_t i = 0; i < n && rc == SL_OK; i++)
             sl_touch(&g[i], now);
@@ -415,13 +422,9 @@ static int sl_acquire_fast(struct sl_thread *t, struct sluice *l, const void *ke
     if (res != NULL) {
         struct sl_report r;
         if (lim->ops->report(lim, g.w + lim->off, now, rc == SL_OK ? 0 : cost, &r) == SL_FROZEN)
-            r = (struct sl_report){0, rc == SL_OK ? 0 : 1, 0};
-        if (rc == SL_NO && r.retry_after == 0)
-            r.retry_after = 1; /* freed meanwhile: try again now */
-        if (rc == SL_OK)
-            r.retry_after = 0;
+            r = (struct sl_report){0, 0, 0};
         sl_result_fill(res, &g, 0, 0, &r);
-        res->flags = g.pol->is_override ? SLUICE_F_OVERRIDE : 0;
+        sl_result_finish(res, rc, g.pol->is_override ? SLUICE_F_OVERRIDE : 0);
     }
     if (rc == SL_OK)
         sl_touch(&g, now);

@@ -74,11 +74,6 @@ bool sl_entry_freeze(struct sl_entry *e)
     return true;
 }
 
-bool sl_entry_is_frozen(struct sl_entry *e)
-{
-    return (sl_load_acq(&e->w[e->pol->lim[0].off]) & SL_DEAD) != 0;
-}
-
 /*
  * Freeze limit by limit, each from a value that is fresh at `now`, by CAS:
  * a charge landing first makes the CAS fail.  On any failure the limits

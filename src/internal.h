@@ -225,7 +225,6 @@ size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
-bool sl_entry_is_frozen(struct sl_entry *e);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
 
