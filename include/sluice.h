@@ -277,6 +277,16 @@ SLUICE_API uint64_t sluice_now(sluice_t *l);
 SLUICE_API int sluice_format_headers(sluice_t *l, const struct sluice_result *res,
                                      unsigned style, char *buf, size_t cap);
 
+/*
+ * Write the limiter's counters (struct sluice_stats) in the Prometheus text
+ * exposition format (version 0.0.4): each metric with "# HELP" and "# TYPE"
+ * lines, counters as sluice_*_total, gauges for live keys and memory, the
+ * limiter's name as the label name="...".  Ends with a NUL.
+ * Returns the bytes written (without the NUL), -EINVAL (NULL l, or NULL buf
+ * with cap > 0) or -ENOSPC (buf too short; buf holds "" when cap > 0).
+ */
+SLUICE_API int sluice_format_prometheus(sluice_t *l, char *buf, size_t cap);
+
 /* A static English text for a return value of this API ("allowed", "denied"
  * or the errno's meaning). */
 SLUICE_API const char *sluice_strerror(int rc);
