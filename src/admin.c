@@ -125,12 +125,20 @@ int sluice_override_set(sluice_t *l, const void *key, size_t len, const struct s
     if (rc < 0)
         return rc;
     rc = sl_admin_replace(l, key, len, pol, true, false, true);
-    sl_policy_unref(pol); /* the entry holds its own reference */
+    if (rc == 0) {
+        struct sl_thread *t = sl_thread_get(); /* made by sl_admin_replace */
+        sl_epoch_begin(t);
+        sl_policy_unref(pol); /* the entry holds its own reference */
+        sl_epoch_end(t);
+    } else {
+        sl_policy_discard(pol); /* never published */
+    }
     return rc;
 }
 
 int sluice_set_policy(sluice_t *l, const struct sluice_policy *p)
 {
+    struct sl_thread *t;
     struct sl_policy *pol, *old;
     int rc;
 
@@ -141,7 +149,16 @@ int sluice_set_policy(sluice_t *l, const struct sluice_policy *p)
         return rc;
     /* Keys migrate lazily: each decision compares its entry's policy with
      * this one (acq_rel: the compiled policy is visible to whoever sees it). */
+    t = sl_thread_get();
+    if (t == NULL) {
+        sl_policy_discard(pol);
+        return -ENOMEM;
+    }
+    /* In a section: the old policy may be retired here (its last reference),
+     * and ck wants that inside the section that unpublished it. */
+    sl_epoch_begin(t);
     old = atomic_exchange_explicit(&l->policy, pol, memory_order_acq_rel);
     sl_policy_unref(old);
+    sl_epoch_end(t);
     return 0;
 }

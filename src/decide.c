@@ -16,9 +16,17 @@
 
 #define SL_MAX_KEYS 16
 
-/* How often a full table may reap a shard from the insert path. */
-#define SL_FULL_REAP_EVERY 16
-
+/*
+ * A full table reaps from the insert path: a new key scans every shard it
+ * can lock at once for idle keys (at most SL_FULL_REMOVE removed), so it
+ * gets the room of an idle key whenever one exists.  A scan that finds
+ * nothing makes the next ones wait SL_FULL_QUIET_NS per key of max_keys
+ * (of the callers' time): under a flood of fresh keys at max_keys, scans
+ * then take a bounded share of the time (a scan visits about 2 slots per
+ * key, some 10-20 ns each), while keys that turn idle are found soon after.
+ */
+#define SL_FULL_REMOVE 16
+#define SL_FULL_QUIET_NS 100
 void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len)
 {
     /* every field but the receipts (written before read) */
@@ -27,6 +35,7 @@ void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size
     g->w = NULL;
     g->flags = 0;
     g->charged = 0;
+    g->pinned = NULL;
     g->l = l;
     g->key = key;
     g->len = len;
@@ -41,21 +50,50 @@ int sl_key_check(struct sluice *l, const void *key, size_t len)
     return len > l->max_key_len ? -ENAMETOOLONG : 0;
 }
 
-bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap)
+static bool sl_key_take(struct sluice *l)
 {
-    for (unsigned attempt = 0;; attempt++) {
-        /* CAS, not add-then-undo: the count never reads above max_keys */
-        uint64_t n = sl_load_rlx(&l->nkeys);
-        while (n < l->max_keys)
-            if (atomic_compare_exchange_weak_explicit(&l->nkeys, &n, n + 1, memory_order_relaxed,
-                                                      memory_order_relaxed))
-                return true;
-        /* Full: reaping scans the whole shard, so under a flood of new keys
-         * only every SL_FULL_REAP_EVERY-th attempt pays for it. */
-        if (attempt > 0 || (!force_reap && sl_load_rlx(&l->full) % SL_FULL_REAP_EVERY != 0) ||
-            sl_table_reap_shard(s, now, l->idle_ttl_ns, SIZE_MAX) == 0)
-            return false;
+    /* CAS, not add-then-undo: the count never reads above max_keys */
+    uint64_t n = sl_load_rlx(&l->nkeys);
+
+    while (n < l->max_keys)
+        if (atomic_compare_exchange_weak_explicit(&l->nkeys, &n, n + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* Free room for a new key: s (locked by us) first, then every other shard
+ * that is free at once (trylock: we hold s, so waiting could deadlock). */
+static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t now, bool always)
+{
+    uint64_t quiet = sl_min64(l->max_keys, UINT64_MAX / SL_FULL_QUIET_NS) * SL_FULL_QUIET_NS;
+    uint64_t until = sl_load_rlx(&l->full_quiet_until), budget = UINT64_MAX;
+    size_t freed;
+
+    /* modular: a clock stepped back far ends the quiet time, never extends it */
+    if (!always && until - now - 1 < quiet)
+        return 0;
+    freed = sl_table_reap_some(s, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
+    for (unsigned k = 1; k < l->nshards && freed == 0; k++) {
+        struct sl_shard *o = &l->shards[(unsigned)(s - l->shards + k) & (l->nshards - 1)];
+        if (!sl_shard_trylock(o))
+            continue;
+        budget = UINT64_MAX;
+        freed = sl_table_reap_some(o, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
+        sl_shard_unlock(o);
     }
+    /* relaxed: a hint; racing writers only make one scan more or less */
+    if (freed == 0)
+        sl_store_rlx(&l->full_quiet_until, now + quiet);
+    return freed;
+}
+
+bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool exhaustive)
+{
+    SL_ASSERT(sl_shard_held(s));
+    if (sl_key_take(l))
+        return true;
+    return sl_reap_for_room(l, s, now, exhaustive) != 0 && sl_key_take(l);
 }
 
 static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol)
@@ -65,6 +103,15 @@ static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_pol
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
+}
+
+/* The decision that inserted g's entry is over (release: its charge and
+ * last_ns are visible to a reaper that sees the pin gone). */
+static void sl_target_unpin(struct sl_target *g)
+{
+    if (g->pinned != NULL)
+        atomic_store_explicit(&g->pinned->pinned, 0, memory_order_release);
+    g->pinned = NULL;
 }
 
 /* Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full. */
@@ -77,6 +124,8 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
 
     if (rc < 0)
         return rc;
+    /* relaxed: e is private until the insert publishes it (release) */
+    atomic_store_explicit(&e->pinned, 1, memory_order_relaxed);
     sl_shard_lock(g->s);
     if (sl_table_get(g->s, g->h, g->key, g->len) != NULL) {
         rc = -EAGAIN; /* someone else inserted it: use theirs */
@@ -91,6 +140,8 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
     } else {
         sl_count(&l->inserted, 1);
         g->flags |= SLUICE_F_NEW_KEY;
+        sl_target_unpin(g); /* an earlier insert of this call, since replaced */
+        g->pinned = e;
         sl_target_use(g, e, pol);
     }
     sl_shard_unlock(g->s);
@@ -178,15 +229,19 @@ static void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
 }
 
 /*
- * Report every limit (read-only).  cost is what the caller wants to know
- * about (0 after a charge).  Returns SL_NO with the first limit that would
- * deny in res, SL_FROZEN, or SL_OK with the binding limit in res.
+ * Report every limit of every key (read-only).  cost is what the caller
+ * wants to know about (0 after a charge).  SL_NO: some limit denies, and res
+ * gets the one with the longest wait, so its retry_after is when the request
+ * fits every limit (absent other traffic).  SL_OK: res gets the binding
+ * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
+ * names the key whose entry is being replaced.
  */
 static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
                          struct sluice_result *res, size_t *frozen)
 {
-    struct sl_report best = {.remaining = UINT64_MAX}, r;
-    unsigned best_key = 0, best_lim = 0;
+    struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0}, r;
+    unsigned best_key = 0, best_lim = 0, worst_key = 0, worst_lim = 0;
+    bool denied = false;
 
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
@@ -197,9 +252,13 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
                 return SL_FROZEN;
             }
             if (rc == SL_NO) {
-                if (res != NULL)
-                    sl_result_fill(res, &g[i], (unsigned)i, j, &r);
-                return SL_NO;
+                if (!denied || r.retry_after > worst.retry_after) {
+                    worst = r;
+                    worst_key = (unsigned)i;
+                    worst_lim = j;
+                }
+                denied = true;
+                continue;
             }
             r.remaining -= sl_min64(r.remaining, cost);
             if (r.remaining < best.remaining) {
@@ -209,9 +268,11 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
             }
         }
     }
-    if (res != NULL)
+    if (res != NULL && denied)
+        sl_result_fill(res, &g[worst_key], worst_key, worst_lim, &worst);
+    else if (res != NULL)
         sl_result_fill(res, &g[best_key], best_key, best_lim, &best);
-    return SL_OK;
+    return denied ? SL_NO : SL_OK;
 }
 
 /* Charge every limit of every tracked key; all or nothing. */
@@ -257,13 +318,26 @@ static size_t sl_total_limits(const struct sl_target *g, size_t n)
     return total;
 }
 
+/* After an admission: the numbers of the state just after this charge.
+ * A writer may have frozen an entry since (its charge was carried over);
+ * then the numbers are unknown, so say the least. */
+static void sl_report_charged(struct sl_target *g, size_t n, uint64_t now,
+                              struct sluice_result *res)
+{
+    size_t frozen;
+
+    if (res != NULL && sl_report_all(g, n, 0, now, res, &frozen) == SL_FROZEN) {
+        struct sl_report none = {0, 0, 0};
+        sl_result_fill(res, &g[0], 0, 0, &none);
+    }
+}
+
 /*
  * One attempt.  A single limit is decided by its charge, which writes
  * nothing when it denies.  Several limits (or keys) are first checked
  * read-only, so a denial writes nothing there either; only then charged, and
  * a charge that loses a race to another thread is rolled back and the whole
- * decision made again.  The result of an admission is the check's numbers
- * less the cost: the state just after this charge.
+ * decision made again.
  */
 static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
                           bool charge, struct sluice_result *res, size_t *frozen)
@@ -274,19 +348,16 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, uint64_t
         return sl_report_all(g, n, cost, now, res, frozen);
     if (sl_total_limits(g, n) == 1) {
         rc = sl_charge_all(g, n, cost, now, res, frozen);
-        if (rc == SL_OK && sl_report_all(g, n, 0, now, res, frozen) == SL_FROZEN && res != NULL) {
-            /* Charged, then frozen by a writer before we could read back:
-             * the charge stands (it was carried over); the numbers are
-             * unknown, so say the least. */
-            struct sl_report none = {0, 0, 0};
-            sl_result_fill(res, &g[0], 0, 0, &none);
-        }
+        if (rc == SL_OK)
+            sl_report_charged(g, n, now, res);
         return rc;
     }
     rc = sl_report_all(g, n, cost, now, res, frozen);
     if (rc != SL_OK)
         return rc;
     rc = sl_charge_all(g, n, cost, now, NULL, frozen);
+    if (rc == SL_OK)
+        sl_report_charged(g, n, now, res);
     return rc == SL_NO ? SL_RACED : rc;
 }
 
@@ -300,12 +371,19 @@ static void sl_touch(struct sl_target *g, uint64_t now)
 {
     uint64_t at = now ? now : 1;
 
+    uint64_t seen;
+
     if (g->e == NULL)
         return;
-    /* relaxed: read under the shard lock by writers, for which a slightly
-     * old value only delays reaping or is a time the state is valid at */
-    if (sl_load_rlx(&g->e->last_ns) < at)
-        sl_store_rlx(&g->e->last_ns, at);
+    /* A maximum, by CAS: a plain load-then-store could lower it when two
+     * admissions race.  relaxed: writers read it under the shard lock, for
+     * which a slightly old value only delays reaping or is a time the state
+     * is valid at. */
+    seen = sl_load_rlx(&g->e->last_ns);
+    while (seen < at && !atomic_compare_exchange_weak_explicit(&g->e->last_ns, &seen, at,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+        ;
 }
 
 static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)
@@ -321,14 +399,41 @@ static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n
     }
 }
 
+/* A key the table had no room for, of a limiter that fails closed, denies
+ * the whole request; one that fails open is admitted untracked. */
+static bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((g[i].flags & SLUICE_F_FULL) && g[i].l->when_full == SLUICE_FULL_DENY) {
+            *which = i;
+            return true;
+        }
+    return false;
+}
+
+static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, uint64_t now,
+                           struct sluice_result *res)
+{
+    size_t frozen;
+
+    if (res == NULL)
+        return;
+    (void)sl_report_all(&g[i], 1, cost, now, res, &frozen);
+    res->key_index = (unsigned)i;
+    res->remaining = 0;
+    /* a slot frees when some key has been idle long enough */
+    res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
+}
+
 /* Resolve, then charge (or only report); loops while entries are replaced. */
 static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
                      uint64_t now, bool charge, struct sluice_result *res)
 {
     unsigned flags = 0;
-    size_t frozen = 0;
+    size_t frozen = 0, full;
     int rc = 0;
 
+    SL_ASSERT(sl_epoch_active(t));
     for (;;) {
         flags = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
@@ -338,18 +443,9 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
             flags |= g[i].flags;
         }
         if (rc < 0)
-            return rc;
-        if ((flags & SLUICE_F_FULL) && g[0].l->when_full == SLUICE_FULL_DENY) {
-            for (size_t i = 0; i < n && res != NULL; i++) {
-                if (!(g[i].flags & SLUICE_F_FULL))
-                    continue;
-                (void)sl_report_all(&g[i], 1, cost, now, res, &frozen);
-                res->key_index = (unsigned)i;
-                res->remaining = 0;
-                /* a slot frees when some key has been idle long enough */
-                res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
-                break;
-            }
+            break;
+        if (sl_full_denies(g, n, &full)) {
+            sl_result_full(g, full, cost, now, res);
             rc = SL_NO;
             break;
         }
@@ -360,21 +456,45 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
             sl_target_wait(&g[frozen]);
         rc = 0; /* SL_RACED: decide again from a fresh read */
     }
-    if (res != NULL)
+    if (rc >= 0 && res != NULL)
         sl_result_finish(res, rc, flags);
-    if (charge) {
+    if (rc >= 0 && charge) {
         for (size_t i = 0; i < n && rc == SL_OK; i++)
             sl_touch(&g[i], now);
         sl_count_decision(t, g, n, rc == SL_OK);
     }
-    return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+    for (size_t i = 0; i < n; i++)
+        sl_target_unpin(&g[i]);
+    return rc < 0 ? rc : rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+}
+
+/* The same key twice in one request is one key, charged once: keep the
+ * first of each (limiter, bytes), remembering its index in keys[]. */
+static size_t sl_unique_keys(const struct sluice_key *keys, size_t n, struct sl_target *g,
+                             unsigned *orig)
+{
+    size_t m = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < m && !dup; k++)
+            dup = g[k].l == keys[i].limiter && g[k].len == keys[i].len &&
+                  (keys[i].len == 0 || memcmp(g[k].key, keys[i].key, keys[i].len) == 0);
+        if (dup)
+            continue;
+        sl_target_init(&g[m], keys[i].limiter, keys[i].key, keys[i].len);
+        orig[m++] = (unsigned)i;
+    }
+    return m;
 }
 
 static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now,
                           bool charge, struct sluice_result *res)
 {
     struct sl_target g[SL_MAX_KEYS];
+    unsigned orig[SL_MAX_KEYS];
     struct sl_thread *t;
+    size_t m;
     int rc;
 
     for (size_t i = 0; i < n; i++) {
@@ -385,11 +505,12 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     t = sl_thread_get();
     if (t == NULL)
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        sl_target_init(&g[i], keys[i].limiter, keys[i].key, keys[i].len);
+    m = sl_unique_keys(keys, n, g, orig);
     sl_epoch_begin(t);
-    rc = sl_decide(t, g, n, cost, now, charge && cost > 0, res);
+    rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
     sl_epoch_end(t);
+    if (rc >= 0 && res != NULL)
+        res->key_index = orig[res->key_index];
     return rc;
 }
 

@@ -86,7 +86,9 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
     uint64_t old[SLUICE_MAX_LIMITS];
     unsigned i;
 
-    if (pol->is_override)
+    /* pinned: acquire, pairs with the release that unpins after the
+     * inserting decision's charge, so its last_ns is seen too */
+    if (pol->is_override || atomic_load_explicit(&e->pinned, memory_order_acquire) != 0)
         return false;
     if (idle_ttl != 0 && sl_sat_add(sl_load_rlx(&e->last_ns), idle_ttl) > now)
         return false;

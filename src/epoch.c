@@ -9,6 +9,7 @@
  * lookup.  Callbacks only free memory, never touch a limiter, so a limiter
  * can be destroyed while other threads still hold retired memory of it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -83,8 +84,19 @@ struct sl_thread *sl_thread_get(void)
     return t != NULL ? t : sl_thread_make();
 }
 
+#ifdef SL_DEBUG_CHECKS
+void sl_assert_fail(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "sluice: internal assertion failed: %s (%s:%d)\n", cond, file, line);
+    abort();
+}
+#endif
+
 void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb)
 {
+    /* ck_epoch_call(3): writers that reclaim through ck_epoch_poll must
+     * defer inside the section that removed the object */
+    SL_ASSERT(sl_epoch_active(t) || t->draining);
     ck_epoch_call(&t->rec, entry, cb);
 }
 
@@ -107,10 +119,15 @@ size_t sl_epoch_records(void)
 
 void sl_epoch_drain(struct sl_thread *t)
 {
-    /* Callbacks may retire more (an entry's last policy reference). */
+    /* ck_epoch_barrier(3) must not run inside a section: it would wait for
+     * itself.  Callbacks may retire more (an entry's last policy
+     * reference); the next barrier waits for those. */
+    SL_ASSERT(!sl_epoch_active(t));
+    t->draining = true;
     do
         ck_epoch_barrier(&t->rec);
     while (t->rec.n_pending > 0);
+    t->draining = false;
 }
 
 /* ---- batches of retired entries ------------------------------------- */
@@ -171,8 +188,13 @@ void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b)
 
 /* ---- background reaper ---------------------------------------------- */
 
+/* Longer intervals wait this long and look again: a deadline past time_t's
+ * range would wrap into the past and the reaper would spin. */
+#define SL_REAP_WAIT_MAX (UINT64_C(86400) * 1000000000u)
+
 static void sl_deadline_after(struct timespec *ts, uint64_t ns)
 {
+    ns = sl_min64(ns, SL_REAP_WAIT_MAX);
     clock_gettime(CLOCK_MONOTONIC, ts);
     ns += (uint64_t)ts->tv_nsec;
     ts->tv_sec += (time_t)(ns / 1000000000u);
@@ -186,10 +208,15 @@ static void *sl_reaper_main(void *arg)
 
     pthread_mutex_lock(&l->reaper_lock);
     while (!l->reaper_stop) {
-        sl_deadline_after(&deadline, l->reap_interval_ns);
-        while (!l->reaper_stop &&
-               pthread_cond_timedwait(&l->reaper_cond, &l->reaper_lock, &deadline) == 0)
-            ;
+        uint64_t left = l->reap_interval_ns;
+        while (left > 0 && !l->reaper_stop) {
+            uint64_t step = sl_min64(left, SL_REAP_WAIT_MAX);
+            sl_deadline_after(&deadline, step);
+            while (!l->reaper_stop &&
+                   pthread_cond_timedwait(&l->reaper_cond, &l->reaper_lock, &deadline) == 0)
+                ;
+            left -= step;
+        }
         if (l->reaper_stop)
             break;
         pthread_mutex_unlock(&l->reaper_lock);

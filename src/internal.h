@@ -18,6 +18,19 @@
 __extension__ typedef unsigned __int128 sl_u128;
 __extension__ typedef __int128 sl_i128;
 
+/*
+ * Internal assertions (mimalloc style): the rules the comments state ("shard
+ * locked", "inside an epoch section", "not frozen") are checked in debug and
+ * sanitizer builds (meson defines SL_DEBUG_CHECKS there) and cost nothing
+ * in release builds.
+ */
+#ifdef SL_DEBUG_CHECKS
+void sl_assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
+#define SL_ASSERT(cond) ((cond) ? (void)0 : sl_assert_fail(#cond, __FILE__, __LINE__))
+#else
+#define SL_ASSERT(cond) ((void)0)
+#endif
+
 #define SL_CACHELINE 64
 #define SL_ALIGNED __attribute__((aligned(SL_CACHELINE)))
 
@@ -133,7 +146,10 @@ uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, uint64_t counts)
 
 struct sl_entry {
     uint32_t key_len;           /* SL_PROBE_TAG in a lookup probe instead */
-    uint32_t reserved;
+    /* Non-zero while the decision that inserted the key is still running:
+     * the reaper skips it, so two new keys of one acquire_all never reap
+     * each other round after round at max_keys. */
+    _Atomic uint32_t pinned;
     struct sl_policy *pol;      /* immutable: the layout of w[] */
     sl_aword last_ns;           /* time of the last admission (idle tracking) */
     sl_aword w[];               /* pol->nwords state words, then the key bytes */
@@ -164,7 +180,11 @@ struct sl_shard {
     _Atomic(struct sl_slots *) slots; /* the current array; readers load it */
     pthread_mutex_t lock;       /* writers only: insert, replace, remove, rehash */
     uint64_t live, used;        /* entries; entries + tombstones (under lock) */
+    uint64_t reap_cursor;       /* where the next bounded reap scan starts (under lock) */
     struct sluice *owner;
+#ifdef SL_DEBUG_CHECKS
+    _Atomic(const void *) holder; /* the thread holding lock: SL_ASSERT(sl_shard_held(s)) */
+#endif
 } SL_ALIGNED;
 
 struct sl_stat_slot {
@@ -190,6 +210,7 @@ struct sluice {
 
     sl_aword nkeys SL_ALIGNED;  /* live keys, reserved before insert */
     sl_aword inserted, reaped, full, memory;
+    sl_aword full_quiet_until;  /* no reap for room before this time (decide.c) */
     struct sl_stat_slot stat[SL_STAT_SLOTS];
 
     pthread_t reaper;
@@ -206,12 +227,22 @@ struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h);
 /* Lock-free lookup; call inside an epoch section. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
 void sl_shard_lock(struct sl_shard *s);
+/* Never blocks: reaping other shards while holding one must not deadlock. */
+bool sl_shard_trylock(struct sl_shard *s);
 void sl_shard_unlock(struct sl_shard *s);
+#ifdef SL_DEBUG_CHECKS
+bool sl_shard_held(struct sl_shard *s);
+#endif
 /* Writers (shard locked, inside an epoch section). */
 int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e);
 int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old,
                             struct sl_entry *repl);
-size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, size_t budget);
+/* Reap idle keys of a locked shard, inside an epoch section: the whole
+ * shard (sl_table_reap_shard), or at most *budget slots from the shard's
+ * cursor, stopping after max_remove removals (sl_table_reap_some). */
+size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl);
+size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, uint64_t *budget,
+                          size_t max_remove);
 
 /* 0, -EAGAIN (pol was retired meanwhile: look it up again) or -ENOMEM. */
 int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_t len,
@@ -243,11 +274,13 @@ void sl_arena_free(struct sl_arena *a, void *p, size_t size);
 struct sl_thread {
     ck_epoch_record_t rec;      /* first: records come back from ck_epoch_recycle */
     unsigned id;
+    bool draining;              /* in sl_epoch_drain: callbacks may retire (barrier follows) */
 };
 
 /* The calling thread's record, made on first use; NULL if out of memory. */
 struct sl_thread *sl_thread_get(void);
 static inline void sl_epoch_begin(struct sl_thread *t) { ck_epoch_begin(&t->rec, NULL); }
+static inline bool sl_epoch_active(const struct sl_thread *t) { return t->rec.active != 0; }
 extern char sl_epoch_tsan_sync;
 static inline void sl_epoch_end(struct sl_thread *t)
 {
@@ -256,7 +289,10 @@ static inline void sl_epoch_end(struct sl_thread *t)
 }
 /* First thing in every epoch callback. */
 static inline void sl_epoch_callback_begin(void) { SL_TSAN_ACQUIRE(&sl_epoch_tsan_sync); }
-/* Hand memory to the epoch: cb(entry) runs once no reader can hold it. */
+/* Hand memory to the epoch: cb(entry) runs once no reader can hold it.
+ * ck's rule for writers that reclaim through ck_epoch_poll: retire inside
+ * the epoch section that unpublished the memory (asserted), or while
+ * draining, which waits for the grace period itself. */
 void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb);
 /* Run the callbacks whose grace period is over; outside callbacks only. */
 void sl_epoch_poll(struct sl_thread *t);
@@ -303,6 +339,7 @@ struct sl_target {
     sl_aword *w;                /* e->w, or pol->zero_w when e is NULL */
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
+    struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
     uint64_t receipt[SLUICE_MAX_LIMITS];
 };
 

@@ -121,15 +121,21 @@ void sluice_destroy(sluice_t *l)
     if (l == NULL)
         return;
     sl_reaper_stop(l);
+    t = sl_thread_get();
+    /* Freeing entries drops policy references, which may retire policies:
+     * inside a section, as ck wants of every retirement. */
+    if (t != NULL)
+        sl_epoch_begin(t);
     sl_table_destroy(l);
     sl_arena_detach(l->arena);
     sl_policy_unref(atomic_load_explicit(&l->policy, memory_order_relaxed));
     free(l->name);
     free(l);
     /* Return what this thread retired (policies, maps) now, not at exit. */
-    t = sl_thread_get();
-    if (t != NULL)
+    if (t != NULL) {
+        sl_epoch_end(t);
         sl_epoch_drain(t);
+    }
 }
 
 size_t sluice_reap(sluice_t *l, uint64_t now_ns)
@@ -139,12 +145,19 @@ size_t sluice_reap(sluice_t *l, uint64_t now_ns)
 
     if (l == NULL || (t = sl_thread_get()) == NULL)
         return 0;
+    /* One section per shard: what a shard's reap unpublishes is retired
+     * inside the section that unpublished it (ck's rule), and deciders are
+     * never held up for more than one shard's scan. */
     for (unsigned i = 0; i < l->nshards; i++) {
+        sl_epoch_begin(t);
         sl_shard_lock(&l->shards[i]);
-        removed += sl_table_reap_shard(&l->shards[i], now_ns, l->idle_ttl_ns, SIZE_MAX);
+        removed += sl_table_reap_shard(&l->shards[i], now_ns, l->idle_ttl_ns);
         sl_shard_unlock(&l->shards[i]);
+        sl_epoch_end(t);
     }
+    sl_epoch_begin(t); /* callbacks may retire more: inside a section */
     (void)ck_epoch_poll(&t->rec);
+    sl_epoch_end(t);
     return removed;
 }
 

@@ -149,13 +149,45 @@ struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, s
     return NULL;
 }
 
+#ifdef SL_DEBUG_CHECKS
+static _Thread_local char sl_self_token; /* its address names the thread */
+
+bool sl_shard_held(struct sl_shard *s)
+{
+    return atomic_load_explicit(&s->holder, memory_order_relaxed) == &sl_self_token;
+}
+
+static void sl_shard_hold(struct sl_shard *s, bool hold)
+{
+    /* relaxed: only ever compared by the holding thread itself */
+    atomic_store_explicit(&s->holder, hold ? &sl_self_token : NULL, memory_order_relaxed);
+}
+#else
+static void sl_shard_hold(struct sl_shard *s, bool hold)
+{
+    (void)s;
+    (void)hold;
+}
+#endif
+
 void sl_shard_lock(struct sl_shard *s)
 {
     pthread_mutex_lock(&s->lock);
+    sl_shard_hold(s, true);
+}
+
+bool sl_shard_trylock(struct sl_shard *s)
+{
+    if (pthread_mutex_trylock(&s->lock) != 0)
+        return false;
+    sl_shard_hold(s, true);
+    return true;
 }
 
 void sl_shard_unlock(struct sl_shard *s)
 {
+    SL_ASSERT(sl_shard_held(s));
+    sl_shard_hold(s, false);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -193,6 +225,7 @@ static int sl_rehash_locked(struct sl_shard *s, uint64_t live)
     uint64_t cap = SL_SLOTS_MIN;
     bool reused;
 
+    SL_ASSERT(sl_shard_held(s));
     while (cap < 2 * (live + 1))
         cap <<= 1;
     if (th == NULL || (t = sl_slots_new(l, cap)) == NULL)
@@ -205,6 +238,7 @@ static int sl_rehash_locked(struct sl_shard *s, uint64_t live)
         }
     }
     s->used = s->live;
+    s->reap_cursor = 0;
     atomic_store_explicit(&s->slots, t, memory_order_release);
     sl_unaccount(&l->memory, old->bytes);
     sl_retire(th, &old->retire, sl_slots_free_cb);
@@ -216,6 +250,7 @@ int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
     struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     bool reused;
 
+    SL_ASSERT(sl_shard_held(s) && sl_epoch_active(sl_thread_get()));
     /* at most 3/4 of the slots used (live or tombstones): probes stay short
      * and every probe meets an empty slot */
     if ((s->used + 1) * 4 > (t->mask + 1) * 3) {
@@ -234,23 +269,36 @@ int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old
 {
     struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
 
+    SL_ASSERT(sl_shard_held(s));
     SL_TSAN_RELEASE(repl);
     sl_store_rel(&t->slot[sl_slot_find(t, h, old)], sl_slot_make(repl, h));
     return 0;
 }
 
-/* Reap one shard (locked by the caller); at most `budget` removals. */
-size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, size_t budget)
+/*
+ * Scan up to *budget slots of a locked shard from its cursor (wrapping,
+ * once round at most), removing idle keys until max_remove are gone; the
+ * slots scanned are taken from *budget.  The cursor makes repeated
+ * bounded scans (the insert path of a full table) cover the whole shard in
+ * turn instead of re-reading its first slots.
+ */
+size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, uint64_t *budget,
+                          size_t max_remove)
 {
+    uint64_t max_scan = *budget;
     struct sluice *l = s->owner;
     struct sl_thread *th = sl_thread_get();
     struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     struct sl_limbo *batch = NULL;
+    uint64_t j = s->reap_cursor & t->mask, scanned = 0;
     size_t removed = 0;
 
     if (th == NULL)
         return 0;
-    for (uint64_t j = 0; j <= t->mask && removed < budget; j++) {
+    /* ck: memory unpublished here is retired in this same section */
+    SL_ASSERT(sl_shard_held(s) && sl_epoch_active(th));
+    for (; scanned <= t->mask && scanned < max_scan && removed < max_remove;
+         scanned++, j = (j + 1) & t->mask) {
         uint64_t v = sl_load_rlx(&t->slot[j]);
         struct sl_entry *e = sl_slot_entry(v);
         if (v <= SL_TOMB)
@@ -268,6 +316,8 @@ size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, 
         sl_limbo_add(batch, e);
         removed++;
     }
+    s->reap_cursor = j;
+    *budget -= scanned;
     if (batch != NULL)
         sl_limbo_retire(th, batch);
     if (removed != 0) {
@@ -279,4 +329,12 @@ size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, 
             (void)sl_rehash_locked(s, s->live);
     }
     return removed;
+}
+
+size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl)
+{
+    uint64_t all = UINT64_MAX;
+
+    s->reap_cursor = 0;
+    return sl_table_reap_some(s, now, idle_ttl, &all, SIZE_MAX);
 }

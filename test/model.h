@@ -114,24 +114,59 @@ static inline void m_charge(const struct sluice_limit *d, struct m_limit_state *
     s->ev[s->n++] = (struct m_event){now, cost};
 }
 
+/* The least wait after which `cost` fits limit d absent other traffic
+ * (usage only falls as time passes, so a binary search finds it);
+ * UINT64_MAX if it never fits within 2^63 ns. */
+static inline uint64_t m_wait(const struct sluice_limit *d, const struct m_limit_state *s,
+                              uint64_t now, uint64_t cost)
+{
+    uint64_t lo = 0, hi = 1, rem;
+
+    while (!m_fits(d, s, now + hi, cost, &rem)) {
+        if (hi >> 63 || now + hi * 2 < now)
+            return UINT64_MAX;
+        lo = hi;
+        hi *= 2;
+    }
+    while (hi - lo > 1) { /* fits at hi, not at lo */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (m_fits(d, s, now + mid, cost, &rem))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
 /* The contract's decision for one key: all limits or none.  Fills the index
- * of the denying limit, or of the allowed binding one (fewest remaining). */
+ * of the denying limit with the longest wait (so retry_after covers every
+ * limit), or of the allowed binding one (fewest remaining). */
 static inline int m_acquire(const struct sluice_policy *p, struct m_key *k, uint64_t now,
                             uint64_t cost, unsigned *binding, uint64_t *remaining)
 {
-    uint64_t best = UINT64_MAX;
+    uint64_t best = UINT64_MAX, longest = 0;
+    int denied = 0;
 
     for (unsigned i = 0; i < p->nlimits; i++) {
         uint64_t rem;
         if (!m_fits(&p->limits[i], &k->lim[i], now, cost, &rem)) {
-            *binding = i;
-            return SLUICE_DENY;
+            uint64_t w = m_wait(&p->limits[i], &k->lim[i], now, cost);
+            if (!denied || w > longest) {
+                longest = w;
+                *binding = i;
+            }
+            denied = 1;
+            continue;
         }
+        if (denied)
+            continue;
         if (rem < best) {
             best = rem;
             *binding = i;
         }
     }
+    if (denied)
+        return SLUICE_DENY;
     *remaining = best;
     if (cost > 0)
         for (unsigned i = 0; i < p->nlimits; i++)

@@ -2,7 +2,8 @@
  * Property test: random sequences of (time, key, cost) over random policies
  * of every algorithm, single and multi-limit, decided by sluice and by the
  * reference model in model.h.  Decisions, binding limit and remaining must
- * match exactly; every denial's retry_after must be honoured (single-limit).
+ * match exactly; every denial's retry_after must be exact: the least wait
+ * after which the request passes every limit.
  * Usage: property [scale] [seed]
  */
 #include "helpers.h"
@@ -86,8 +87,8 @@ static int run_one(uint64_t seed, int steps, int multi)
                         (unsigned long long)cfg.policy.limits[i].precision_ns);
             bad = 1;
         }
-        if (got == SLUICE_DENY && cfg.policy.nlimits == 1) {
-            /* retry_after is the earliest time the same request passes */
+        if (got == SLUICE_DENY) {
+            /* retry_after is the earliest time the same request passes every limit */
             struct sluice_result pr;
             uint64_t at = now + r.retry_after_ns, dummy;
             unsigned di;

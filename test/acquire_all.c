@@ -1,0 +1,206 @@
+/*
+ * sluice_acquire_all as an outside caller meets it: repeated keys are one
+ * key, each limiter's when_full decides its own new keys, a denial's
+ * retry_after covers every limit of every key, and an admission reports the
+ * state after its charge.  Each case once hung, over-admitted or lied;
+ * a watchdog turns a hang into a failure.
+ */
+#include <signal.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define MS (NS_PER_S / 1000)
+
+static sluice_t *make(const struct sluice_policy *p, size_t max_keys, unsigned shards,
+                      enum sluice_when_full full)
+{
+    struct sluice_config cfg;
+    sluice_t *l = NULL;
+
+    sluice_config_init(&cfg);
+    cfg.policy = *p;
+    cfg.max_keys = max_keys;
+    cfg.shards = shards;
+    cfg.when_full = full;
+    if (sluice_create(&cfg, &l) != 0) {
+        fprintf(stderr, "sluice_create failed\n");
+        exit(1);
+    }
+    return l;
+}
+
+static struct sluice_policy one(enum sluice_algo algo, uint64_t count, uint64_t period)
+{
+    struct sluice_policy p = {0};
+
+    sluice_policy_add(&p, algo, count, period);
+    return p;
+}
+
+/* Two new keys, room for one: inserting each must not reap the other's
+ * fresh entry round after round (it hung, growing memory). */
+static void full_pair(void)
+{
+    struct sluice_policy p = one(SLUICE_GCRA, 10, NS_PER_S);
+    sluice_t *l = make(&p, 1, 1, SLUICE_FULL_DENY);
+    struct sluice_key k[2] = {{l, "a", 1}, {l, "b", 1}};
+    struct sluice_result r;
+
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, 0, &r), SLUICE_DENY);
+    CHECK(r.flags & SLUICE_F_FULL);
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, MS, &r), SLUICE_DENY);
+    sluice_destroy(l);
+
+    /* default shards, advancing time: hung at call 2,609 */
+    l = make(&p, 1000, 0, SLUICE_FULL_DENY);
+    for (unsigned i = 0; i < 20000; i++) {
+        char a[16], b[16];
+        struct sluice_key kk[2] = {{l, a, 0}, {l, b, 0}};
+        kk[0].len = (size_t)snprintf(a, sizeof(a), "a%u", i);
+        kk[1].len = (size_t)snprintf(b, sizeof(b), "b%u", i);
+        int rc = sluice_acquire_all(kk, 2, 1, (uint64_t)i * MS, NULL);
+        CHECK(rc == SLUICE_ALLOW || rc == SLUICE_DENY);
+    }
+    struct sluice_stats st;
+    sluice_stats(l, &st);
+    CHECK(st.keys <= 1000);
+    sluice_destroy(l);
+}
+
+/* The same key twice is charged once (it spun forever once
+ * cost <= remaining < 2*cost, after reporting remaining as if once). */
+static void duplicates(void)
+{
+    struct sluice_policy p = one(SLUICE_GCRA, 3, NS_PER_S);
+    sluice_t *l = make(&p, 100, 0, SLUICE_FULL_DENY), *l2 = make(&p, 100, 0, SLUICE_FULL_DENY);
+    struct sluice_key k[3] = {{l, "k", 1}, {l2, "k", 1}, {l, "k", 1}};
+    struct sluice_result r;
+
+    CHECK_EQ(sluice_acquire_all(k, 3, 2, 0, &r), SLUICE_ALLOW);
+    CHECK_U64(r.remaining, 1);
+    CHECK_EQ(sluice_acquire_all(k, 3, 2, 0, &r), SLUICE_DENY);
+    CHECK(r.key_index == 0 || r.key_index == 1);
+    CHECK_EQ(sluice_acquire_all(k, 3, 1, 0, &r), SLUICE_ALLOW);
+    CHECK_U64(r.remaining, 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 0, NULL), SLUICE_DENY);
+    /* a key index names the caller's array: the second key's twin */
+    struct sluice_key k2[3] = {{l, "x", 1}, {l, "x", 1}, {l2, "y", 1}};
+    CHECK_EQ(sluice_acquire_all(k2, 3, 3, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_all(k2, 3, 1, 0, &r), SLUICE_DENY);
+    CHECK(r.key_index == 0 || r.key_index == 2);
+    sluice_destroy(l);
+    sluice_destroy(l2);
+}
+
+/* Each limiter's when_full decides its own new keys, whatever comes first. */
+static void when_full_per_limiter(void)
+{
+    struct sluice_policy p = one(SLUICE_GCRA, 10, NS_PER_S), p100 = one(SLUICE_GCRA, 100, NS_PER_S);
+    sluice_t *open = make(&p, 1, 1, SLUICE_FULL_ALLOW), *closed = make(&p100, 1, 1, SLUICE_FULL_DENY);
+    struct sluice_result r;
+
+    /* fill both (keys that stay busy, so nothing can be reaped) */
+    CHECK_EQ(sluice_acquire_at(open, "old", 3, 10, 0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(closed, "old", 3, 10, 0, NULL), SLUICE_ALLOW);
+    struct sluice_key k[2] = {{open, "new", 3}, {closed, "new", 3}};
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, 0, &r), SLUICE_DENY);
+    CHECK(r.flags & SLUICE_F_FULL);
+    CHECK_EQ(r.key_index, 1);
+    struct sluice_key k2[2] = {{closed, "new", 3}, {open, "new", 3}};
+    CHECK_EQ(sluice_acquire_all(k2, 2, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.key_index, 0);
+    /* only the fail-open limiter's key is new: admitted untracked */
+    struct sluice_key k3[2] = {{open, "new", 3}, {closed, "old", 3}};
+    CHECK_EQ(sluice_acquire_all(k3, 2, 1, 0, &r), SLUICE_ALLOW);
+    CHECK(r.flags & SLUICE_F_FULL);
+    sluice_destroy(open);
+    sluice_destroy(closed);
+}
+
+/* retry_after of a denial is the least wait after which the request passes
+ * every limit of every key; checked by peeking just before and at it. */
+static void check_retry(const struct sluice_key *k, size_t n, uint64_t cost, uint64_t now)
+{
+    struct sluice_result r, pr;
+    int rc = sluice_acquire_all(k, n, cost, now, &r);
+
+    CHECK_EQ(rc, SLUICE_DENY);
+    if (rc != SLUICE_DENY)
+        return;
+    CHECK(r.retry_after_ns > 0 && r.retry_after_ns != UINT64_MAX);
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ(sluice_peek_at(k[i].limiter, k[i].key, k[i].len, cost, now + r.retry_after_ns,
+                                &pr),
+                 SLUICE_ALLOW);
+    int before = SLUICE_ALLOW;
+    for (size_t i = 0; i < n; i++)
+        if (sluice_peek_at(k[i].limiter, k[i].key, k[i].len, cost, now + r.retry_after_ns - 1,
+                           &pr) == SLUICE_DENY)
+            before = SLUICE_DENY;
+    CHECK_EQ(before, SLUICE_DENY);
+}
+
+static void retry_covers_all(void)
+{
+    struct sluice_policy p = {0};
+    sluice_policy_add(&p, SLUICE_GCRA, 10, NS_PER_S);
+    sluice_policy_add(&p, SLUICE_FIXED_WINDOW, 10, 3600 * NS_PER_S);
+    sluice_t *l = make(&p, 100, 0, SLUICE_FULL_DENY);
+    struct sluice_key k = {l, "u", 1};
+
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sluice_acquire_at(l, "u", 1, 1, 0, NULL), SLUICE_ALLOW);
+    /* both limits deny: the hourly window decides when it can pass */
+    check_retry(&k, 1, 1, 0);
+    struct sluice_result r;
+    CHECK_EQ(sluice_acquire_at(l, "u", 1, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.limit_index, 1);
+    CHECK_U64(r.retry_after_ns, 3600 * NS_PER_S);
+
+    /* across keys of different limiters */
+    struct sluice_policy fast = one(SLUICE_GCRA, 10, NS_PER_S), slow = one(SLUICE_GCRA, 1, 60 * NS_PER_S);
+    sluice_t *a = make(&fast, 100, 0, SLUICE_FULL_DENY), *b = make(&slow, 100, 0, SLUICE_FULL_DENY);
+    struct sluice_key ab[2] = {{a, "ip", 2}, {b, "user", 4}};
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sluice_acquire_at(a, "ip", 2, 1, 0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(b, "user", 4, 1, 0, NULL), SLUICE_ALLOW);
+    check_retry(ab, 2, 1, 0);
+    CHECK_EQ(sluice_acquire_all(ab, 2, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.key_index, 1);
+    sluice_destroy(a);
+    sluice_destroy(b);
+
+    /* after an admission: the numbers after its charge (the README's
+     * two-limit example said Remaining 9 with Reset 0) */
+    struct sluice_policy two = {0};
+    sluice_policy_add(&two, SLUICE_GCRA, 10, NS_PER_S);
+    sluice_policy_add(&two, SLUICE_FIXED_WINDOW, 1000, 86400 * NS_PER_S);
+    sluice_t *m = make(&two, 100, 0, SLUICE_FULL_DENY);
+    CHECK_EQ(sluice_acquire_at(m, "c", 1, 1, 5 * NS_PER_S, &r), SLUICE_ALLOW);
+    CHECK_U64(r.remaining, 9);
+    CHECK_EQ(r.limit_index, 0);
+    CHECK_U64(r.reset_after_ns, NS_PER_S / 10);
+    sluice_destroy(m);
+    sluice_destroy(l);
+}
+
+static void watchdog(int sig)
+{
+    (void)sig;
+    static const char msg[] = "acquire_all: watchdog: a call did not return (hang)\n";
+    ssize_t w = write(2, msg, sizeof(msg) - 1);
+    (void)w;
+    _exit(1);
+}
+
+int main(void)
+{
+    signal(SIGALRM, watchdog);
+    alarm(60);
+    full_pair();
+    duplicates();
+    when_full_per_limiter();
+    retry_covers_all();
+    return t_done("acquire_all");
+}
