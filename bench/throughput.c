@@ -34,11 +34,11 @@ struct sluice_policy bench_policy(enum sluice_algo a)
     uint64_t ms = NS_PER_S / 1000;
 
     p.nlimits = 1;
-    p.limits[0] = (struct sluice_limit){a, 1000, ms, 0, 0};
+    p.limits[0] = (struct sluice_limit){.algo = a, .count = 1000, .period_ns = ms};
     if (a == SLUICE_SLIDING_WINDOW)
         p.limits[0].precision_ns = ms / 10;
     if (a == SLUICE_SLIDING_LOG)
-        p.limits[0] = (struct sluice_limit){a, 16, 16 * 1000, 0, 0};
+        p.limits[0] = (struct sluice_limit){.algo = a, .count = 16, .period_ns = 16 * 1000};
     return p;
 }
 

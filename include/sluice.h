@@ -9,9 +9,22 @@
  * Return convention: decisions return SLUICE_ALLOW (0) or SLUICE_DENY (1);
  * every other outcome is a negative errno and charges nothing.
  *
- * Contract: ../shared/API.md (v1).  Names, types and return values below are
- * stable; fields are only ever appended to structs, so always fill a config
- * with sluice_config_init() first.
+ * This header is the contract: names, types, return values and the
+ * semantics stated here are stable within a major version.
+ *
+ * Binary compatibility (soname libsluice.so.2): the public structs that
+ * cross the library boundary by pointer (sluice_limit, sluice_policy,
+ * sluice_config, sluice_result, sluice_stats) end in reserved space and
+ * never change size within a soname.  A later minor version gives meaning
+ * to reserved words, where zero always means "as before"; so a program
+ * built against an older header keeps working with a newer library, which
+ * never reads or writes a byte past the struct it was given.  Reserved
+ * words must be zero on input (sluice_config_init() and
+ * sluice_policy_add() zero them; a non-zero one gets -EINVAL, so a newer
+ * program asking for a feature an older library lacks is refused, not
+ * ignored).  struct sluice_key and struct sluice_req are arrays' elements:
+ * they never change at all.  Version 1.0 (soname 1) had no reserved space;
+ * soname 2 is the first with this rule.
  */
 #ifndef SLUICE_H
 #define SLUICE_H
@@ -23,7 +36,7 @@
 extern "C" {
 #endif
 
-#define SLUICE_VERSION_MAJOR 1
+#define SLUICE_VERSION_MAJOR 2
 #define SLUICE_VERSION_MINOR 0
 #define SLUICE_VERSION_PATCH 0
 
@@ -63,6 +76,7 @@ struct sluice_limit {
     uint64_t burst;        /* GCRA only: units admissible at once; 0 means count */
     uint64_t precision_ns; /* SLIDING_WINDOW only: sub-bucket width; 0 means 1 s,
                               capped at period_ns */
+    uint64_t reserved[2];  /* zero */
 };
 
 #define SLUICE_MAX_LIMITS 8
@@ -100,6 +114,7 @@ struct sluice_config {
     void *clock_ctx;
     const char *name;            /* policy name used in headers; default "default".
                                     Copied by sluice_create(). */
+    uint64_t reserved[8];        /* zero */
 };
 
 struct sluice_result {
@@ -114,6 +129,7 @@ struct sluice_result {
     /* appended in 1.0: */
     unsigned key_index;      /* sluice_acquire_all: index in keys[] of the binding
                                 key; 0 for the single-key calls */
+    uint64_t reserved[4];    /* written as zero by this version */
 };
 #define SLUICE_F_FULL 1u     /* decided by when_full, key not tracked */
 #define SLUICE_F_OVERRIDE 2u /* a per-key override policy applied */
@@ -122,9 +138,10 @@ struct sluice_result {
 struct sluice_stats {
     uint64_t keys, allowed, denied, inserted, reaped, full;
     uint64_t memory_bytes; /* bytes held by the limiter, tables and keys included */
+    uint64_t reserved[8];  /* written as zero by this version */
 };
 
-struct sluice_key { /* for sluice_acquire_all */
+struct sluice_key { /* for sluice_acquire_all; never changes (array element) */
     sluice_t *limiter;
     const void *key;
     size_t len;

@@ -121,6 +121,8 @@ int sluice_override_set(sluice_t *l, const void *key, size_t len, const struct s
     rc = sl_key_check(l, key, len);
     if (rc < 0)
         return rc;
+    if (p != NULL && !sl_policy_reserved_zero(p))
+        return -EINVAL;
     rc = sl_policy_new(p, true, &pol);
     if (rc < 0)
         return rc;
@@ -143,6 +145,8 @@ int sluice_set_policy(sluice_t *l, const struct sluice_policy *p)
     int rc;
 
     if (l == NULL)
+        return -EINVAL;
+    if (p != NULL && !sl_policy_reserved_zero(p))
         return -EINVAL;
     rc = sl_policy_new(p, false, &pol);
     if (rc < 0)

@@ -222,6 +222,7 @@ static void sl_result_fill(struct sluice_result *res, const struct sl_target *g,
 static void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
 {
     res->flags = flags;
+    memset(res->reserved, 0, sizeof(res->reserved));
     if (rc == SL_OK)
         res->retry_after_ns = 0;
     else if (res->retry_after_ns == 0)

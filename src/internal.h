@@ -356,5 +356,6 @@ int sl_key_check(struct sluice *l, const void *key, size_t len);
 
 uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
 int sl_config_check(const struct sluice_config *cfg);
+bool sl_policy_reserved_zero(const struct sluice_policy *p);
 
 #endif

@@ -22,8 +22,28 @@ void sluice_config_init(struct sluice_config *cfg)
     cfg->name = "default";
 }
 
+static bool sl_zero(const uint64_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != 0)
+            return false;
+    return true;
+}
+
+/* Reserved words are zero: a feature of a later minor version is refused
+ * by this one, never ignored (see "Binary compatibility" in sluice.h). */
+bool sl_policy_reserved_zero(const struct sluice_policy *p)
+{
+    for (unsigned i = 0; i < SLUICE_MAX_LIMITS; i++)
+        if (!sl_zero(p->limits[i].reserved, 2))
+            return false;
+    return true;
+}
+
 int sl_config_check(const struct sluice_config *cfg)
 {
+    if (!sl_zero(cfg->reserved, 8) || !sl_policy_reserved_zero(&cfg->policy))
+        return -EINVAL;
     if (cfg->max_keys == 0 || cfg->max_key_len == 0 || cfg->max_key_len > SL_MAX_KEY_LEN)
         return -EINVAL;
     if ((unsigned)cfg->when_full > SLUICE_FULL_ALLOW || (unsigned)cfg->clock > SLUICE_CLOCK_CUSTOM)

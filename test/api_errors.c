@@ -124,8 +124,8 @@ static void test_strings(void)
     CHECK(strstr(sluice_strerror(-E2BIG), "cost") != NULL);
     CHECK(sluice_strerror(-EPERM) != NULL);
     CHECK(sluice_strerror(12345) != NULL);
-    CHECK(strcmp(sluice_version(), "1.0.0") == 0);
-    CHECK_EQ(SLUICE_VERSION_MAJOR, 1);
+    CHECK(strcmp(sluice_version(), "2.0.0") == 0);
+    CHECK_EQ(SLUICE_VERSION_MAJOR, 2);
 }
 
 int main(void)

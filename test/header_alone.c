@@ -5,5 +5,5 @@ int main(void)
 {
     struct sluice_config cfg;
     sluice_config_init(&cfg);
-    return sluice_version()[0] == '1' && cfg.max_keys == ((size_t)1 << 20) ? 0 : 1;
+    return sluice_version()[0] == '2' && cfg.max_keys == ((size_t)1 << 20) ? 0 : 1;
 }

@@ -66,7 +66,8 @@ static inline sluice_t *t_limiter1(enum sluice_algo algo, uint64_t count, uint64
 
     sluice_config_init(&cfg);
     cfg.policy.nlimits = 1;
-    cfg.policy.limits[0] = (struct sluice_limit){algo, count, period, burst, precision};
+    cfg.policy.limits[0] = (struct sluice_limit){
+        .algo = algo, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
     if (sluice_create(&cfg, &l) != 0) {
         fprintf(stderr, "t_limiter1: sluice_create failed\n");
         exit(1);

@@ -14,6 +14,6 @@ for name in $(grep -o '\bsluice_[a-z_]*(' "$header" | tr -d '(' | sort -u); do
     count=$((count + 1))
 done
 if command -v objdump >/dev/null 2>&1; then
-    objdump -p "$lib" | grep -q 'SONAME *libsluice\.so\.1$' || { echo "soname is not libsluice.so.1"; exit 1; }
+    objdump -p "$lib" | grep -q 'SONAME *libsluice\.so\.2$' || { echo "soname is not libsluice.so.2"; exit 1; }
 fi
 echo "symbols: $count sluice_ symbols, nothing else exported"
