@@ -251,6 +251,7 @@ int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
     bool reused;
 
     SL_ASSERT(sl_shard_held(s) && sl_epoch_active(sl_thread_get()));
+    SL_ASSERT(!(sl_load_rlx(&e->w[e->pol->lim[0].off]) & SL_DEAD)); /* a live entry */
     /* at most 3/4 of the slots used (live or tombstones): probes stay short
      * and every probe meets an empty slot */
     if ((s->used + 1) * 4 > (t->mask + 1) * 3) {
@@ -270,6 +271,9 @@ int sl_table_replace_locked(struct sl_shard *s, uint64_t h, struct sl_entry *old
     struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
 
     SL_ASSERT(sl_shard_held(s));
+    /* the old entry is frozen (no charge can land on it), the new one live */
+    SL_ASSERT((sl_load_rlx(&old->w[old->pol->lim[0].off]) & SL_DEAD) &&
+              !(sl_load_rlx(&repl->w[repl->pol->lim[0].off]) & SL_DEAD));
     SL_TSAN_RELEASE(repl);
     sl_store_rel(&t->slot[sl_slot_find(t, h, old)], sl_slot_make(repl, h));
     return 0;
