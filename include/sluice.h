@@ -117,11 +117,19 @@ struct sluice_config {
     uint64_t reserved[8];        /* zero */
 };
 
+/*
+ * What a decision saw.  The binding limit is, for an admission, the limit
+ * (of any key) with the fewest units remaining after this call's charge;
+ * for a denial, the limit whose wait is longest.  remaining and
+ * reset_after_ns describe the state after this call's charge (if any).
+ */
 struct sluice_result {
     uint64_t limit;          /* count of the binding limit */
     uint64_t remaining;      /* units still admissible now under the binding limit */
-    uint64_t retry_after_ns; /* 0 if allowed; else earliest wait after which the same
-                                request could pass (UINT64_MAX if it never can) */
+    uint64_t retry_after_ns; /* 0 if allowed; else the least wait after which the same
+                                request passes every limit of every key, absent other
+                                traffic (the largest of the per-limit waits;
+                                UINT64_MAX if it never can) */
     uint64_t reset_after_ns; /* time until the binding limit is fully replenished */
     uint64_t period_ns;      /* period of the binding limit */
     unsigned limit_index;    /* index in the policy of the binding limit */
@@ -221,11 +229,19 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
 /*
  * One request checked against 1 <= n <= 16 keys, possibly in different
  * limiters with different policies (client IP in one, user ID in another).
- * All-or-nothing: every limit of every key is charged, or none is.  Keys are
- * charged in order and a denial rolls back the charges already made, so a
- * concurrent observer may briefly see a reservation that is then rolled back
- * (a transient denial of another request), never an over-admission.
- * res describes the binding limit; res->key_index says of which key.
+ * The same key (same limiter and bytes) given twice is one key, charged
+ * once.  All-or-nothing: every limit of every key is charged, or none is.
+ * The keys are checked read-only first, so a denial writes nothing; then
+ * charged in order, and a charge that loses a race rolls back the charges
+ * already made.  A rollback takes back only this call's own charge: where
+ * another call has charged since, it leaves the state as it is (a
+ * concurrent observer may briefly see a reservation that is then rolled
+ * back, a transient denial: under-admission, never over-admission).
+ * A new key of a full limiter is decided by that limiter's when_full: one
+ * failing closed denies the whole request (SLUICE_F_FULL, key_index names
+ * it), one failing open admits that key untracked.
+ * res describes the binding limit; res->key_index says of which key (its
+ * first index in keys[] if it was given twice).
  * Returns as sluice_acquire_at(), plus -EINVAL for n == 0, n > 16, NULL keys
  * or a NULL limiter in keys[].
  */
@@ -243,7 +259,9 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * Replace the default policy of every key without an override, while other
  * threads keep deciding.  Keys keep the state of each limit whose algorithm
  * and period are unchanged (raising 10/s to 20/s keeps the GCRA TAT); other
- * limits start fresh.  Keys migrate lazily on their next request.  Requests
+ * limits start fresh.  A change never refills: a kept limit keeps all of
+ * its spent capacity, even above a lowered count, so lowering a limit and
+ * raising it again admits nothing extra.  Keys migrate lazily on their next request.  Requests
  * costing more than the new policy admits get -E2BIG from then on.
  * Returns 0, -EINVAL (bad policy), -ENOMEM.
  */
@@ -268,6 +286,9 @@ SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
 /*
  * Remove every key whose state equals a fresh key's at now_ns and that has
  * been idle idle_ttl_ns (no admitted request).  Never changes a decision.
+ * (Independently, a new key arriving at max_keys reaps every shard it can
+ * lock at once for the room of an idle key; after a scan that found none,
+ * such scans pause for 100 ns of the callers' time per key of max_keys.)
  * Memory returns through epoch-based reclamation while other threads keep
  * deciding.  Returns the number of keys removed (0 for NULL l).
  */
