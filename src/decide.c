@@ -521,15 +521,15 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
  * frozen entry, cost 0) returns -EAGAIN and goes the general way, which
  * decides the same.
  */
-static int sl_acquire_fast(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
-                           uint64_t cost, uint64_t now, struct sluice_result *res)
+static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t cost, uint64_t now,
+                           struct sluice_result *res)
 {
-    struct sl_target g;
+    struct sl_target g = *gp;
+    struct sluice *l = g.l;
     const struct sl_lim *lim;
     int rc;
 
-    sl_target_init(&g, l, key, len);
-    g.e = sl_table_get(g.s, g.h, key, len);
+    g.e = sl_table_get(g.s, g.h, g.key, g.len);
     if (g.e == NULL)
         return -EAGAIN;
     g.pol = g.e->pol;
@@ -558,6 +558,7 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
                       struct sluice_result *res)
 {
     struct sluice_key k = {.limiter = l, .key = key, .len = len};
+    struct sl_target g;
     struct sl_thread *t;
     int rc = sl_key_check(l, key, len);
 
@@ -566,7 +567,8 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
     if ((t = sl_thread_get()) == NULL)
         return -ENOMEM;
     sl_epoch_begin(t);
-    rc = sl_acquire_fast(t, l, key, len, cost, now_ns, res);
+    sl_target_init(&g, l, key, len);
+    rc = sl_acquire_fast(t, &g, cost, now_ns, res);
     sl_epoch_end(t);
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
@@ -593,4 +595,60 @@ int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, u
     if (keys == NULL || n == 0 || n > SL_MAX_KEYS)
         return -EINVAL;
     return sl_decide_keys(keys, n, cost, now_ns, true, res);
+}
+
+/*
+ * The batch: each request decided exactly as sluice_acquire_at would, in
+ * order, in one epoch section, with the key of request i + SL_BATCH_AHEAD
+ * hashed and its slot line prefetched while request i is decided, so the
+ * cache misses of consecutive keys overlap.
+ */
+#define SL_BATCH_AHEAD 4
+
+static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struct sl_target *g)
+{
+    if (sl_key_check(l, q->key, q->len) != 0)
+        return; /* decided (refused) without a lookup */
+    sl_target_init(g, l, q->key, q->len);
+    sl_table_prefetch(g->s, g->h);
+}
+
+int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, uint64_t now_ns,
+                         int *rcs, struct sluice_result *res)
+{
+    struct sl_target ring[SL_BATCH_AHEAD];
+    struct sl_thread *t;
+
+    if (l == NULL || (n > 0 && (reqs == NULL || rcs == NULL)))
+        return -EINVAL;
+    if (n == 0)
+        return 0;
+    if ((t = sl_thread_get()) == NULL) {
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = -ENOMEM;
+        return 0;
+    }
+    sl_epoch_begin(t);
+    for (size_t i = 0; i < n && i < SL_BATCH_AHEAD; i++)
+        sl_batch_prepare(l, &reqs[i], &ring[i]);
+    for (size_t i = 0; i < n; i++) {
+        const struct sluice_req *q = &reqs[i];
+        struct sluice_result *r = res != NULL ? &res[i] : NULL;
+        struct sl_target g;
+        int rc = sl_key_check(l, q->key, q->len);
+
+        if (rc == 0) {
+            g = ring[i % SL_BATCH_AHEAD];
+            rc = sl_acquire_fast(t, &g, q->cost, now_ns, r);
+            if (rc == -EAGAIN) {
+                struct sluice_key k = {.limiter = l, .key = q->key, .len = q->len};
+                rc = sl_decide_keys(&k, 1, q->cost, now_ns, true, r); /* nests the section */
+            }
+        }
+        rcs[i] = rc;
+        if (i + SL_BATCH_AHEAD < n)
+            sl_batch_prepare(l, &reqs[i + SL_BATCH_AHEAD], &ring[i % SL_BATCH_AHEAD]);
+    }
+    sl_epoch_end(t);
+    return 0;
 }

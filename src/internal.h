@@ -226,6 +226,8 @@ void sl_table_destroy(struct sluice *l);
 struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h);
 /* Lock-free lookup; call inside an epoch section. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+/* Start loading the slot line a lookup of h will read (inside a section). */
+void sl_table_prefetch(struct sl_shard *s, uint64_t h);
 void sl_shard_lock(struct sl_shard *s);
 /* Never blocks: reaping other shards while holding one must not deadlock. */
 bool sl_shard_trylock(struct sl_shard *s);
@@ -355,6 +357,8 @@ int sl_key_check(struct sluice *l, const void *key, size_t len);
 /* ---- clock (clock.c), limiter helpers --------------------------------- */
 
 uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
+/* The clock a limiter asked for, or the one it gets instead (TSC unusable). */
+enum sluice_clock sl_clock_resolve(enum sluice_clock c);
 int sl_config_check(const struct sluice_config *cfg);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
 

@@ -46,7 +46,7 @@ int sl_config_check(const struct sluice_config *cfg)
         return -EINVAL;
     if (cfg->max_keys == 0 || cfg->max_key_len == 0 || cfg->max_key_len > SL_MAX_KEY_LEN)
         return -EINVAL;
-    if ((unsigned)cfg->when_full > SLUICE_FULL_ALLOW || (unsigned)cfg->clock > SLUICE_CLOCK_CUSTOM)
+    if ((unsigned)cfg->when_full > SLUICE_FULL_ALLOW || (unsigned)cfg->clock > SLUICE_CLOCK_TSC)
         return -EINVAL;
     if (cfg->clock == SLUICE_CLOCK_CUSTOM && cfg->clock_fn == NULL)
         return -EINVAL;
@@ -105,7 +105,7 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
     l->max_key_len = cfg->max_key_len;
     l->idle_ttl_ns = cfg->idle_ttl_ns;
     l->when_full = cfg->when_full;
-    l->clock = cfg->clock;
+    l->clock = sl_clock_resolve(cfg->clock);
     l->clock_fn = cfg->clock_fn;
     l->clock_ctx = cfg->clock_ctx;
     l->reap_interval_ns = cfg->reap_interval_ns;
@@ -197,6 +197,7 @@ void sluice_stats(sluice_t *l, struct sluice_stats *out)
     out->reaped = sl_load_rlx(&l->reaped);
     out->full = sl_load_rlx(&l->full);
     out->memory_bytes = sl_load_rlx(&l->memory);
+    out->clock = (uint64_t)l->clock;
 }
 
 uint64_t sluice_now(sluice_t *l)

@@ -149,6 +149,13 @@ struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, s
     return NULL;
 }
 
+void sl_table_prefetch(struct sl_shard *s, uint64_t h)
+{
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
+
+    __builtin_prefetch(&t->slot[h & t->mask]);
+}
+
 #ifdef SL_DEBUG_CHECKS
 static _Thread_local char sl_self_token; /* its address names the thread */
 
