@@ -387,16 +387,32 @@ static void sl_touch(struct sl_target *g, uint64_t now)
         ;
 }
 
+/*
+ * Counters without a locked instruction: the first SL_STAT_SLOTS thread
+ * records each own a slot (a record serves one live thread at a time and
+ * keeps its id when ck recycles it, handing the slot over with it), so a
+ * plain load and store is exact; threads past that share the last slot,
+ * by atomic add.
+ */
+static void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    struct sl_stat_slot *slot = &l->stat[sl_min64(t->id, SL_STAT_SLOTS)];
+    sl_aword *c = allowed ? &slot->allowed : &slot->denied;
+
+    if (t->id < SL_STAT_SLOTS)
+        sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
+    else
+        sl_count(c, 1);
+}
+
 static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)
 {
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
         for (size_t k = 0; k < i && !seen; k++)
             seen = g[k].l == g[i].l;
-        if (!seen) {
-            struct sl_stat_slot *slot = &g[i].l->stat[t->id % SL_STAT_SLOTS];
-            sl_count(allowed ? &slot->allowed : &slot->denied, 1);
-        }
+        if (!seen)
+            sl_stat_add(g[i].l, t, allowed);
     }
 }
 

@@ -92,7 +92,8 @@ void sl_policy_unref(struct sl_policy *p);
 /* Free a policy that was never published. */
 void sl_policy_discard(struct sl_policy *p);
 /* Carry the frozen state of `from` into the private words of `to`: limits
- * with the same algorithm and period keep their state, others start fresh. */
+ * with the same algorithm and period keep their state exactly (never
+ * refilled, even when the count was lowered), others start fresh. */
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
                      sl_aword *to_w, uint64_t now);
 
@@ -108,14 +109,17 @@ struct sl_report {
  * The operations every algorithm provides; `w` points at the limit's words.
  * charge:   admit `cost` at `now` or write nothing (SL_OK / SL_NO / SL_FROZEN);
  *           *receipt lets undo() find what was charged.
- * undo:     take back a charge (all-or-nothing rollback); a no-op when the
- *           state has moved past it or is frozen.
+ * undo:     take back a charge (all-or-nothing rollback): only what that
+ *           charge added, never another's; when it cannot tell, or the
+ *           state is frozen, it leaves the state as it is.
  * report:   read-only: would `cost` fit at `now`, and the numbers for results.
  * is_fresh: given the control word c, does the state equal a fresh key's?
  * freeze:   set SL_DEAD on the control word and wait until the words are
  *           stable; returns the control word before.
  * carry:    convert frozen state of `from` (same algorithm and period) into
- *           the private words of `to`.
+ *           the private words of `to` exactly: all spent capacity is kept,
+ *           even above a lower count, rounded only toward more spent.  `now`
+ *           only unwraps modular times; state ahead of it is kept intact.
  */
 struct sl_algo {
     const char *name;
@@ -134,8 +138,19 @@ struct sl_algo {
 extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_algo_log,
     sl_algo_approx;
 
+/*
+ * Ranges (see the algo files): a key's state is read correctly from any time
+ * within these of its latest observed time, behind or ahead; limits that
+ * cannot guarantee them are refused with -EINVAL.
+ *   windows: SL_WINDOW_RANGE_NS both ways;
+ *   GCRA:    SL_GCRA_RANGE_NS behind, 2^(62 - fbits) ns (>= 2^52) ahead.
+ */
+#define SL_WINDOW_RANGE_NS (UINT64_C(1) << 55)
+#define SL_GCRA_RANGE_NS (UINT64_C(1) << 50)
+
 /* Shared by the windowed algorithms (algo_window.c). */
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
+void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords);
 uint64_t sl_window_freeze(sl_aword *w);
 /* Signed distance a - b of two window indexes modulo 2^ibits. */
 int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b);
@@ -191,7 +206,7 @@ struct sl_stat_slot {
     sl_aword allowed, denied;
 } SL_ALIGNED;
 
-#define SL_STAT_SLOTS 16
+#define SL_STAT_SLOTS 64          /* owned by thread ids 0..63; one more is shared */
 
 struct sluice {
     struct sl_hkey hkey;
@@ -211,7 +226,7 @@ struct sluice {
     sl_aword nkeys SL_ALIGNED;  /* live keys, reserved before insert */
     sl_aword inserted, reaped, full, memory;
     sl_aword full_quiet_until;  /* no reap for room before this time (decide.c) */
-    struct sl_stat_slot stat[SL_STAT_SLOTS];
+    struct sl_stat_slot stat[SL_STAT_SLOTS + 1];
 
     pthread_t reaper;
     bool reaper_running;

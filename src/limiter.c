@@ -188,7 +188,7 @@ void sluice_stats(sluice_t *l, struct sluice_stats *out)
     memset(out, 0, sizeof(*out));
     if (l == NULL)
         return;
-    for (unsigned i = 0; i < SL_STAT_SLOTS; i++) {
+    for (unsigned i = 0; i <= SL_STAT_SLOTS; i++) {
         out->allowed += sl_load_rlx(&l->stat[i].allowed);
         out->denied += sl_load_rlx(&l->stat[i].denied);
     }
