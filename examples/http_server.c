@@ -3,9 +3,25 @@
  * by the X-User header together (sluice_acquire_all), with a per-second and
  * a daily limit each, answering 429 with Retry-After, RateLimit-Policy /
  * RateLimit and X-RateLimit-* headers.  SIGHUP re-reads the limits file and
- * applies it with sluice_set_policy: no restart, state kept.
+ * applies it with sluice_set_policy: no restart, state kept.  GET /metrics
+ * answers both limiters' counters in the Prometheus text format.
  *
- *   sluice-http [-p PORT] [-f LIMITS] [-a ADDRESS]
+ *   sluice-http [-p PORT] [-f LIMITS] [-a ADDRESS] [-t SECONDS] [-c CONNS]
+ *               [-C CONNS_PER_IP]
+ *
+ * One thread, non-blocking sockets, one epoll loop, so no client can hold
+ * the others up:
+ *   - a request (head and body) must arrive whole within -t seconds (default
+ *     5) of the connection's accept or of the previous response, however it
+ *     trickles in: a slow client is answered 408 and closed;
+ *   - a response must be taken within -t seconds; a closing connection
+ *     lingers at most that long;
+ *   - heads above 8 KiB get 431, bodies above 64 KiB get 413, then close;
+ *   - at most -c connections (default 1024), -C of them (default 128) from
+ *     one address; past that a new connection gets 503 and is closed;
+ *   - each wakeup does a bounded amount of reading for one connection.
+ * Connections are kept alive (HTTP/1.1 default, HTTP/1.0 on request), and
+ * pipelined requests are answered in order.
  *
  * LIMITS, one limit per line ("#" starts a comment):
  *   ip   gcra  10   1s
@@ -16,217 +32,546 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include <sluice.h>
+#include "http.h"
 
-static volatile sig_atomic_t reload, quit;
+enum { READ_BUDGET = 4, ACCEPT_BUDGET = 64, ACCEPT_PAUSE_MS = 100 };
 
-static void on_signal(int sig)
+enum cstate {
+    C_HEAD,   /* reading a request head */
+    C_BODY,   /* discarding the request body; the response is ready */
+    C_WRITE,  /* sending the response */
+    C_LINGER, /* write side shut: reading until the client closes */
+};
+
+struct conn {
+    struct conn *prev, *next; /* in deadline order */
+    uint64_t deadline;        /* ms of CLOCK_MONOTONIC */
+    int fd;
+    enum cstate st;
+    uint32_t events;          /* registered with epoll */
+    bool close_after;         /* close once the response is sent */
+    struct sockaddr_storage peer;
+    char ip[INET6_ADDRSTRLEN];
+    size_t in_len, scan;      /* scan: where the search for the blank line resumes */
+    uint64_t body_left;
+    size_t out_len, out_off;
+    char in[HTTP_HEAD_MAX];
+    char out[HTTP_OUT_MAX];
+};
+
+struct server {
+    int ep, lfd, sfd;
+    const char *path;
+    struct http_limiters lim;
+    uint64_t now, timeout_ms, accept_resume;
+    bool accept_paused, quit;
+    size_t nconns, max_conns, max_per_ip;
+    /* Every deadline is now + timeout_ms with a clock that never goes back,
+     * so appending keeps the list sorted: the next expiry is its head. */
+    struct conn *head, *tail;
+};
+
+static uint64_t now_ms(void)
 {
-    if (sig == SIGHUP)
-        reload = 1;
-    else
-        quit = 1;
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+        perror("clock_gettime");
+        exit(1);
+    }
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int parse_period(const char *s, uint64_t *ns)
+static void list_unlink(struct server *s, struct conn *c)
+{
+    if (c->prev == NULL && s->head != c)
+        return; /* not on the list yet (a new connection) */
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        s->tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Start a new timeout for the connection's current phase. */
+static void conn_arm(struct server *s, struct conn *c)
+{
+    list_unlink(s, c);
+    c->deadline = s->now + s->timeout_ms;
+    c->prev = s->tail;
+    if (s->tail != NULL)
+        s->tail->next = c;
+    else
+        s->head = c;
+    s->tail = c;
+}
+
+static void conn_close(struct server *s, struct conn *c)
+{
+    list_unlink(s, c);
+    /* close() drops the epoll registration too: the fd is never dup'ed */
+    if (close(c->fd) != 0)
+        perror("close");
+    free(c);
+    s->nconns--;
+}
+
+/* Register interest in `events` only; false: the connection was closed. */
+static bool conn_want(struct server *s, struct conn *c, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+
+    if (c->events == events)
+        return true;
+    if (epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+        perror("epoll_ctl");
+        conn_close(s, c);
+        return false;
+    }
+    c->events = events;
+    return true;
+}
+
+/* The answer to a head that has fully arrived (in[0..head_len)). */
+static void conn_request(struct server *s, struct conn *c, size_t head_len)
+{
+    struct http_request rq;
+    int status = http_parse_head(c->in, head_len, &rq);
+    size_t body_here;
+
+    if (status != 0) {
+        c->out_len = http_error(status, c->out, sizeof(c->out));
+        c->close_after = true;
+        c->in_len = 0;
+        c->st = C_WRITE;
+        return;
+    }
+    /* A client waiting for "100 Continue" gets the final answer at once
+     * and the connection closes, so the body never needs reading. */
+    if (rq.expect_continue && rq.body_len > c->in_len - head_len)
+        rq.keep_alive = false;
+    c->out_len = http_respond(&rq, c->ip, &s->lim, c->out, sizeof(c->out));
+    c->close_after = !rq.keep_alive;
+    body_here = c->in_len - head_len < rq.body_len ? c->in_len - head_len : (size_t)rq.body_len;
+    c->body_left = c->close_after ? 0 : rq.body_len - body_here;
+    /* keep what follows, a pipelined request, at the front */
+    memmove(c->in, c->in + head_len + body_here, c->in_len - head_len - body_here);
+    c->in_len -= head_len + body_here;
+    c->scan = 0;
+    if (c->close_after)
+        c->in_len = 0;
+    c->st = c->body_left > 0 ? C_BODY : C_WRITE;
+}
+
+/* The end of the head in in[], searched once per byte however it arrives. */
+static size_t head_end(struct conn *c)
+{
+    for (size_t i = c->scan; i + 4 <= c->in_len; i++)
+        if (memcmp(c->in + i, "\r\n\r\n", 4) == 0)
+            return i + 4;
+    c->scan = c->in_len >= 3 ? c->in_len - 3 : 0;
+    return 0;
+}
+
+/*
+ * recv() into buf for a connection: > 0 bytes read, 0 wait for epoll (the
+ * connection may be closed: *closed), and the connection is closed on EOF or
+ * error.  Every read counts against the wakeup's budget.
+ */
+static ssize_t conn_recv(struct server *s, struct conn *c, void *buf, size_t len, int *reads,
+                         bool *closed)
+{
+    ssize_t n;
+
+    *closed = false;
+    if ((*reads)++ >= READ_BUDGET) /* level-triggered: epoll reports it again */
+        return conn_want(s, c, EPOLLIN) ? 0 : (*closed = true, 0);
+    do
+        n = recv(c->fd, buf, len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n > 0)
+        return n;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return conn_want(s, c, EPOLLIN) ? 0 : (*closed = true, 0);
+    if (n < 0 && errno != ECONNRESET)
+        perror("recv");
+    conn_close(s, c);
+    *closed = true;
+    return 0;
+}
+
+/* Move the connection on as far as its socket allows, then return. */
+static void conn_run(struct server *s, struct conn *c)
+{
+    char scratch[4096];
+    int reads = 0;
+    bool closed;
+    ssize_t n;
+
+    for (;;) {
+        switch (c->st) {
+        case C_HEAD: {
+            size_t end = head_end(c);
+            if (end > 0) {
+                conn_request(s, c, end);
+                if (c->st == C_WRITE)
+                    conn_arm(s, c); /* the response has its own time to drain */
+                continue;
+            }
+            if (c->in_len == sizeof(c->in)) {
+                c->out_len = http_error(431, c->out, sizeof(c->out));
+                c->close_after = true;
+                c->in_len = 0;
+                c->st = C_WRITE;
+                conn_arm(s, c);
+                continue;
+            }
+            n = conn_recv(s, c, c->in + c->in_len, sizeof(c->in) - c->in_len, &reads, &closed);
+            if (n == 0)
+                return;
+            c->in_len += (size_t)n;
+            break;
+        }
+        case C_BODY:
+            if (c->body_left == 0) {
+                c->st = C_WRITE;
+                conn_arm(s, c);
+                continue;
+            }
+            n = conn_recv(s, c, scratch,
+                          c->body_left < sizeof(scratch) ? c->body_left : sizeof(scratch),
+                          &reads, &closed);
+            if (n == 0)
+                return;
+            c->body_left -= (uint64_t)n;
+            break;
+        case C_WRITE:
+            if (c->out_off == c->out_len) {
+                c->out_off = c->out_len = 0;
+                if (c->close_after) {
+                    /* Closing now could reset the connection (unread bytes
+                     * of the client's) and destroy the response in flight:
+                     * send FIN, wait for the client's. */
+                    if (shutdown(c->fd, SHUT_WR) != 0) {
+                        conn_close(s, c);
+                        return;
+                    }
+                    c->st = C_LINGER;
+                } else {
+                    c->st = C_HEAD;
+                }
+                conn_arm(s, c);
+                continue;
+            }
+            do
+                n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+            while (n < 0 && errno == EINTR);
+            if (n >= 0) {
+                c->out_off += (size_t)n;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                conn_want(s, c, EPOLLOUT);
+                return;
+            }
+            if (errno != EPIPE && errno != ECONNRESET)
+                perror("send");
+            conn_close(s, c);
+            return;
+        case C_LINGER:
+            n = conn_recv(s, c, scratch, sizeof(scratch), &reads, &closed);
+            if (n == 0)
+                return;
+            break;
+        }
+    }
+}
+
+/* The phase took too long: whatever it was, the connection goes. */
+static void conn_expire(struct server *s, struct conn *c)
+{
+    if ((c->st == C_HEAD && c->in_len > 0) || c->st == C_BODY) {
+        /* best effort: the client may not be reading either */
+        char out[256];
+        size_t n = http_error(408, out, sizeof(out));
+        if (send(c->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+            errno != EWOULDBLOCK && errno != EPIPE && errno != ECONNRESET)
+            perror("send");
+    }
+    conn_close(s, c);
+}
+
+static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+/* Turn a connection away at once: 503, best effort, no waiting. */
+static void refuse(int fd)
+{
+    char out[256];
+    size_t n = http_error(503, out, sizeof(out));
+
+    if (send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+        errno != EWOULDBLOCK && errno != EPIPE && errno != ECONNRESET)
+        perror("send");
+    if (close(fd) != 0)
+        perror("close");
+}
+
+static void set_listening(struct server *s, bool on)
+{
+    struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.ptr = &s->lfd};
+
+    if (epoll_ctl(s->ep, EPOLL_CTL_MOD, s->lfd, &ev) != 0) {
+        perror("epoll_ctl");
+        exit(1);
+    }
+    s->accept_paused = !on;
+}
+
+static void on_accept(struct server *s)
+{
+    for (int i = 0; i < ACCEPT_BUDGET; i++) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        size_t same = 0;
+
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Level-triggered, the pending connection would wake the
+                 * loop at once, forever: stop listening for a moment. */
+                perror("accept4");
+                set_listening(s, false);
+                s->accept_resume = s->now + ACCEPT_PAUSE_MS;
+                return;
+            }
+            /* EINTR, or the connection failed before it was accepted */
+            continue;
+        }
+        for (struct conn *o = s->head; o != NULL && same < s->max_per_ip; o = o->next)
+            same += same_address(&o->peer, &peer);
+        if (s->nconns >= s->max_conns || same >= s->max_per_ip) {
+            refuse(fd);
+            continue;
+        }
+        struct conn *c = malloc(sizeof(*c));
+        if (c == NULL) {
+            refuse(fd);
+            continue;
+        }
+        memset(c, 0, offsetof(struct conn, in)); /* the buffers need no zeroing */
+        c->fd = fd;
+        c->peer = peer;
+        c->events = EPOLLIN;
+        if (peer.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->ip, sizeof(c->ip));
+        else
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, c->ip, sizeof(c->ip));
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            perror("epoll_ctl");
+            refuse(fd);
+            free(c);
+            continue;
+        }
+        s->nconns++;
+        conn_arm(s, c);
+    }
+}
+
+static void reload(struct server *s)
+{
+    struct sluice_policy ip, user;
+    int rc = http_load_limits(s->path, &ip, &user);
+
+    if (rc == 0)
+        rc = sluice_set_policy(s->lim.ip, &ip);
+    if (rc == 0)
+        rc = sluice_set_policy(s->lim.user, &user);
+    fprintf(stderr, "sluice-http: reload %s: %s\n", s->path, rc ? sluice_strerror(rc) : "ok");
+}
+
+static void on_signal(struct server *s)
+{
+    struct signalfd_siginfo si;
+    ssize_t n;
+
+    while ((n = read(s->sfd, &si, sizeof(si))) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP)
+            reload(s);
+        else
+            s->quit = true;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        perror("read signalfd");
+        exit(1);
+    }
+}
+
+static bool parse_num(const char *s, double min, double max, double *out)
 {
     char *end;
-    unsigned long long n = strtoull(s, &end, 10);
-    static const struct {
-        const char *unit;
-        uint64_t ns;
-    } units[] = {{"ms", 1000000ull}, {"s", 1000000000ull}, {"m", 60000000000ull},
-                 {"h", 3600000000000ull}, {"d", 86400000000000ull}};
 
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (end != s && strcmp(end, units[i].unit) == 0) {
-            *ns = n * units[i].ns;
-            return 0;
+    errno = 0;
+    *out = strtod(s, &end);
+    return end != s && *end == '\0' && errno == 0 && *out >= min && *out <= max;
+}
+
+/* Wait for the next event, the next deadline, or the end of an accept pause. */
+static int next_wait(const struct server *s)
+{
+    uint64_t until = UINT64_MAX;
+
+    if (s->head != NULL)
+        until = s->head->deadline;
+    if (s->accept_paused && s->accept_resume < until)
+        until = s->accept_resume;
+    if (until == UINT64_MAX)
+        return -1;
+    return until <= s->now ? 0 : until - s->now > INT_MAX ? INT_MAX : (int)(until - s->now);
+}
+
+static int serve(struct server *s)
+{
+    struct epoll_event evs[64];
+
+    while (!s->quit) {
+        int n = epoll_wait(s->ep, evs, 64, next_wait(s));
+
+        if (n < 0 && errno != EINTR) {
+            perror("epoll_wait");
+            return 1;
         }
-    return -EINVAL;
-}
-
-/* Read both policies; on any error keep the old ones (returns -errno). */
-static int load_limits(const char *path, struct sluice_policy *ip, struct sluice_policy *user)
-{
-    static const char *algos[] = {"gcra", "fixed", "sliding", "log", "approx"};
-    char line[256], who[16], algo[16], period[32];
-    unsigned long long count;
-    FILE *f = fopen(path, "r");
-    int rc = 0;
-
-    if (f == NULL)
-        return -errno;
-    memset(ip, 0, sizeof(*ip));
-    memset(user, 0, sizeof(*user));
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
-        uint64_t ns;
-        int a = -1;
-        if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0')
-            continue;
-        if (sscanf(line, "%15s %15s %llu %31s", who, algo, &count, period) != 4 ||
-            parse_period(period, &ns) != 0) {
-            rc = -EINVAL;
-            break;
+        s->now = now_ms();
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->lfd)
+                on_accept(s);
+            else if (p == &s->sfd)
+                on_signal(s);
+            else
+                conn_run(s, p); /* closes only itself: the other events stay valid */
         }
-        for (int i = 0; i < 5; i++)
-            if (strcmp(algo, algos[i]) == 0)
-                a = i;
-        struct sluice_policy *p = strcmp(who, "ip") == 0 ? ip : strcmp(who, "user") == 0 ? user : NULL;
-        rc = a < 0 || p == NULL ? -EINVAL : sluice_policy_add(p, (enum sluice_algo)a, count, ns);
+        /* the phases run after the events above: no freed conn is touched */
+        while (s->head != NULL && s->head->deadline <= s->now)
+            conn_expire(s, s->head);
+        if (s->accept_paused && s->accept_resume <= s->now)
+            set_listening(s, true);
     }
-    fclose(f);
-    if (rc == 0 && (ip->nlimits == 0 || user->nlimits == 0))
-        rc = -EINVAL;
-    return rc;
-}
-
-static sluice_t *make_limiter(const struct sluice_policy *p, const char *name)
-{
-    struct sluice_config cfg;
-    sluice_t *l;
-
-    sluice_config_init(&cfg);
-    cfg.policy = *p;
-    cfg.name = name;
-    cfg.max_keys = 100000;
-    cfg.reap_interval_ns = 1000000000;
-    if (sluice_create(&cfg, &l) != 0)
-        return NULL;
-    return l;
-}
-
-/* The value of header `name` in the request, or NULL. */
-static const char *header(char *req, const char *name, size_t *len)
-{
-    size_t n = strlen(name);
-
-    for (char *line = strstr(req, "\r\n"); line != NULL; line = strstr(line + 2, "\r\n")) {
-        char *h = line + 2;
-        if (strncasecmp(h, name, n) == 0 && h[n] == ':') {
-            h += n + 1;
-            h += strspn(h, " \t");
-            *len = strcspn(h, "\r\n");
-            return *len ? h : NULL;
-        }
-    }
-    return NULL;
-}
-
-static void serve(int fd, const char *ip, sluice_t *by_ip, sluice_t *by_user)
-{
-    char req[8192], hdrs[1024], resp[2048];
-    ssize_t n = 0, got;
-    struct sluice_key keys[2] = {{by_ip, ip, strlen(ip)}, {0}};
-    struct sluice_result res;
-    size_t nkeys = 1, ulen;
-    const char *user;
-    int rc, status;
-
-    while (n < (ssize_t)sizeof(req) - 1 && (got = read(fd, req + n, sizeof(req) - 1 - n)) > 0) {
-        n += got;
-        req[n] = '\0';
-        if (strstr(req, "\r\n\r\n"))
-            break;
-    }
-    if (n <= 0)
-        return;
-    req[n] = '\0';
-    if ((user = header(req, "X-User", &ulen)) != NULL)
-        keys[nkeys++] = (struct sluice_key){by_user, user, ulen};
-    rc = sluice_acquire_all(keys, nkeys, 1, sluice_now(by_ip), &res);
-    status = rc == SLUICE_ALLOW ? 200 : rc == SLUICE_DENY ? 429 : 500;
-    if (rc < 0 || sluice_format_headers(res.key_index ? by_user : by_ip, &res,
-                                        SLUICE_HDR_IETF | SLUICE_HDR_X, hdrs, sizeof(hdrs)) < 0)
-        hdrs[0] = '\0';
-    const char *body = status == 200 ? "ok\n" : status == 429 ? "rate limited\n" : "error\n";
-    n = snprintf(resp, sizeof(resp),
-                 "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n%s\r\n%s",
-                 status, status == 200 ? "OK" : status == 429 ? "Too Many Requests" : "Error",
-                 strlen(body), hdrs, body);
-    if (write(fd, resp, (size_t)n) < 0)
-        perror("write");
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *path = "limits.conf", *addr = "127.0.0.1";
+    const char *addr = "127.0.0.1";
+    struct server s = {.path = "limits.conf", .timeout_ms = 5000, .max_conns = 1024,
+                       .max_per_ip = 128, .ep = -1, .lfd = -1, .sfd = -1};
     struct sluice_policy ip_pol, user_pol;
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    int port = 8080, opt, lfd, one = 1, rc;
-    sluice_t *by_ip, *by_user;
+    struct rlimit rl;
+    double port = 8080, v;
+    sigset_t sigs;
+    int opt, rc;
 
-    while ((opt = getopt(argc, argv, "p:f:a:")) != -1) {
-        if (opt == 'p')
-            port = atoi(optarg);
+    while ((opt = getopt(argc, argv, "p:f:a:t:c:C:")) != -1) {
+        if (opt == 'p' && parse_num(optarg, 0, 65535, &port))
+            port = (long)port;
         else if (opt == 'f')
-            path = optarg;
+            s.path = optarg;
         else if (opt == 'a')
             addr = optarg;
+        else if (opt == 't' && parse_num(optarg, 0.001, 86400, &v))
+            s.timeout_ms = (uint64_t)(v * 1000);
+        else if (opt == 'c' && parse_num(optarg, 1, 1e6, &v))
+            s.max_conns = (size_t)v;
+        else if (opt == 'C' && parse_num(optarg, 1, 1e6, &v))
+            s.max_per_ip = (size_t)v;
         else {
-            fprintf(stderr, "usage: %s [-p PORT] [-f LIMITS] [-a ADDRESS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-p PORT] [-f LIMITS] [-a ADDRESS] [-t SECONDS] "
+                            "[-c CONNS] [-C CONNS_PER_IP]\n", argv[0]);
             return 2;
         }
     }
-    if ((rc = load_limits(path, &ip_pol, &user_pol)) != 0) {
-        fprintf(stderr, "%s: %s\n", path, sluice_strerror(rc));
+    /* leave descriptors for the listener, epoll, signalfd and stdio */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        s.max_conns + 16 > rl.rlim_cur) {
+        s.max_conns = rl.rlim_cur > 32 ? (size_t)rl.rlim_cur - 16 : 16;
+        fprintf(stderr, "sluice-http: at most %zu connections (RLIMIT_NOFILE)\n", s.max_conns);
+    }
+    if ((rc = http_load_limits(s.path, &ip_pol, &user_pol)) != 0) {
+        fprintf(stderr, "%s: %s\n", s.path, sluice_strerror(rc));
         return 1;
     }
-    by_ip = make_limiter(&ip_pol, "ip");
-    by_user = make_limiter(&user_pol, "user");
-    if (by_ip == NULL || by_user == NULL)
-        return 1;
-    {
-        /* no SA_RESTART: accept() must return to see a signal */
-        struct sigaction act = {.sa_handler = on_signal};
-        sigaction(SIGHUP, &act, NULL);
-        sigaction(SIGTERM, &act, NULL);
-        sigaction(SIGINT, &act, NULL);
-        signal(SIGPIPE, SIG_IGN);
-    }
-    lfd = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sa.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, addr, &sa.sin_addr);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 64) != 0) {
-        perror("bind/listen");
+    /* Blocked before the limiters start their reaper threads, which inherit
+     * the mask: the signals then arrive only through the signalfd. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        fprintf(stderr, "sluice-http: cannot block signals\n");
         return 1;
     }
-    fprintf(stderr, "sluice-http: listening on %s:%d, limits from %s\n", addr, port, path);
-    while (!quit) {
-        struct sockaddr_in peer;
-        socklen_t plen = sizeof(peer);
-        char ip[INET_ADDRSTRLEN];
-        int fd;
-
-        if (reload) {
-            reload = 0;
-            rc = load_limits(path, &ip_pol, &user_pol);
-            if (rc == 0)
-                rc = sluice_set_policy(by_ip, &ip_pol);
-            if (rc == 0)
-                rc = sluice_set_policy(by_user, &user_pol);
-            fprintf(stderr, "sluice-http: reload %s: %s\n", path, rc ? sluice_strerror(rc) : "ok");
-        }
-        fd = accept(lfd, (struct sockaddr *)&peer, &plen);
-        if (fd < 0)
-            continue; /* EINTR: a signal */
-        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
-        serve(fd, ip, by_ip, by_user);
-        close(fd);
+    s.lim.ip = http_make_limiter(&ip_pol, "ip");
+    s.lim.user = http_make_limiter(&user_pol, "user");
+    rc = 1;
+    if (s.lim.ip == NULL || s.lim.user == NULL)
+        goto out;
+    if ((s.sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
+        (s.ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        perror("signalfd/epoll_create1");
+        goto out;
     }
-    close(lfd);
-    sluice_destroy(by_ip);
-    sluice_destroy(by_user);
-    return 0;
+    if ((s.lfd = http_listen(addr, (long)port)) < 0)
+        goto out;
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &s.lfd};
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &s.sfd};
+    if (epoll_ctl(s.ep, EPOLL_CTL_ADD, s.lfd, &lev) != 0 ||
+        epoll_ctl(s.ep, EPOLL_CTL_ADD, s.sfd, &sev) != 0) {
+        perror("epoll_ctl");
+        goto out;
+    }
+    fprintf(stderr, "sluice-http: listening on %s:%ld, limits from %s, timeout %.3f s\n", addr,
+            (long)port, s.path, (double)s.timeout_ms / 1000);
+    s.now = now_ms();
+    rc = serve(&s);
+    fprintf(stderr, "sluice-http: stopping, %zu connection(s) closed\n", s.nconns);
+out:
+    while (s.head != NULL)
+        conn_close(&s, s.head);
+    if (s.lfd >= 0)
+        close(s.lfd);
+    if (s.sfd >= 0)
+        close(s.sfd);
+    if (s.ep >= 0)
+        close(s.ep);
+    sluice_destroy(s.lim.ip);
+    sluice_destroy(s.lim.user);
+    return rc;
 }
