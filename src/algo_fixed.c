@@ -2,6 +2,7 @@
  * Fixed window: at most `count` units in each window [k*period, (k+1)*period).
  * State: one word (window index, units admitted in it).  Cheapest and exact
  * to its definition, which admits up to 2*count across a boundary.
+ * Range and count limits: algo_window.c.
  */
 #include "internal.h"
 
@@ -70,7 +71,8 @@ static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
         return SL_FROZEN;
     idx = fixed_view(lim, c, now, &used);
     end = sl_u128_sat((sl_u128)(idx + 1) * lim->width);
-    out->remaining = lim->def.count - used;
+    /* used may exceed count: state carried from a higher count is kept */
+    out->remaining = lim->def.count - sl_min64(used, lim->def.count);
     out->reset_after = used ? (end > now ? end - now : 0) : 0;
     if (used + cost <= lim->def.count) {
         out->retry_after = 0;
@@ -89,13 +91,15 @@ static bool fixed_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, ui
     return used == 0;
 }
 
+/* Same period, so the same layout (algo_window.c): the word is the state,
+ * window index and units alike, even units above a lowered count. */
 static void fixed_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                         sl_aword *tw, uint64_t now)
 {
-    uint64_t used, idx = fixed_view(from, sl_load_acq(fw) & ~SL_DEAD, now, &used);
-
-    if (used != 0)
-        sl_store_rlx(tw, sl_word_make(to, idx, sl_min64(used, to->def.count)));
+    (void)from;
+    (void)now;
+    SL_ASSERT(from->ishift == to->ishift && from->width == to->width);
+    sl_window_copy(fw, tw, to->nwords);
 }
 
 const struct sl_algo sl_algo_fixed = {

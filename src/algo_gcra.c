@@ -6,32 +6,43 @@
  *
  * Exactness: T = p/q with p/q reduced, and the word holds TAT as
  * (A << fbits) | f meaning A + f/q ns, so no rounding ever accumulates.
- * A is kept modulo 2^abits and read as a signed distance from now: a TAT
- * ahead of now by less than 2^(abits-1) is in the future, anything else is
- * past (state equal to a fresh key's).  compile() requires tau <= 2^(abits-2)
- * so every real TAT is read correctly; when q needs too many bits for that,
- * T is rounded up to whole ns (admitting less, never more).
+ * fbits = bits(q - 1) is at most SL_GCRA_FBITS (q <= 1024); when the exact
+ * q needs more, T is rounded up to a multiple of 2^-SL_GCRA_FBITS ns
+ * (admitting less, never more; relative error below 1/(1024 * T in ns)).
+ *
+ * Range.  A is kept modulo M = 2^abits, abits = 63 - fbits >= 53, and read
+ * as a signed distance from now: a TAT ahead of now by less than M/2 is in
+ * the future, anything else past (state equal to a fresh key's).  The TAT
+ * is never more than tau past the key's latest admission, and compile()
+ * requires tau <= SL_GCRA_TAU_MAX = 2^52 - 2^50 - 1 ns (about 39 days), so
+ *   - a time up to SL_GCRA_RANGE_NS = 2^50 ns (about 13 days) behind the
+ *     key's latest admission reads the TAT correctly (decided at that time:
+ *     never more admitted than at the latest time);
+ *   - a time up to M/2 >= 2^52 ns (52 days) ahead reads it correctly (an
+ *     idle key is fresh); 2^62 ns (146 years) when T is a whole number of ns.
+ * Every layout satisfies this for every accepted tau, so a policy change
+ * can carry any TAT into any other layout of the same period exactly.
  * Word 0 is reserved for "never charged", so zeroed state is fresh at any time.
  */
 #include "internal.h"
 
+#define SL_GCRA_FBITS 10u
+#define SL_GCRA_TAU_MAX ((UINT64_C(1) << (62 - SL_GCRA_FBITS)) - SL_GCRA_RANGE_NS - 1)
+
 static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
 {
-    uint64_t burst = lim->def.burst;
-
     lim->p = p;
     lim->q = q;
     lim->fbits = sl_bits(q - 1);
-    if (lim->fbits > 47)
-        return -EINVAL; /* A would have too few bits to hold any time */
+    if (lim->fbits > SL_GCRA_FBITS)
+        return -EINVAL;
     lim->abits = 63 - lim->fbits;
     lim->amask = (UINT64_C(1) << lim->abits) - 1;
-    lim->tau = (sl_u128)burst * p;
-    /* tau in ns, rounded up, must fit the unambiguous range, and tau itself
-     * 64 bits (so the hot path divides in 64 bits) */
-    if (lim->tau > UINT64_MAX)
-        return -EINVAL;
-    return (lim->tau + q - 1) / q <= (sl_u128)1 << (lim->abits - 2) ? 0 : -EINVAL;
+    lim->tau = (sl_u128)lim->def.burst * p;
+    /* tau in ns, rounded up, within the range every layout can carry (see
+     * the top of the file); then tau < 2^64 too, so the hot path divides in
+     * 64 bits */
+    return (lim->tau + q - 1) / q <= SL_GCRA_TAU_MAX ? 0 : -EINVAL;
 }
 
 static uint64_t sl_gcd(uint64_t a, uint64_t b)
@@ -46,17 +57,22 @@ static uint64_t sl_gcd(uint64_t a, uint64_t b)
 
 static int gcra_compile(struct sl_lim *lim)
 {
-    uint64_t g = sl_gcd(lim->def.period_ns, lim->def.count);
+    uint64_t g = sl_gcd(lim->def.period_ns, lim->def.count), q = UINT64_C(1) << SL_GCRA_FBITS;
+    sl_u128 p;
 
     if (lim->def.burst == 0)
         lim->def.burst = lim->def.count;
     lim->cap = lim->def.burst;
     lim->nwords = 1;
-    if (gcra_layout(lim, lim->def.period_ns / g, lim->def.count / g) == 0)
-        return 0;
-    /* Exact T needs too many fraction bits: round T up to whole ns. */
-    return gcra_layout(lim, lim->def.period_ns / lim->def.count +
-                                (lim->def.period_ns % lim->def.count != 0), 1);
+    if (lim->def.count / g <= q)
+        return gcra_layout(lim, lim->def.period_ns / g, lim->def.count / g);
+    /* Exact T needs too many fraction bits: round T up to p/2^SL_GCRA_FBITS. */
+    p = ((sl_u128)lim->def.period_ns * q + lim->def.count - 1) / lim->def.count;
+    while (p % 2 == 0 && q > 1) {
+        p /= 2;
+        q /= 2;
+    }
+    return p > UINT64_MAX ? -EINVAL : gcra_layout(lim, (uint64_t)p, q);
 }
 
 /* How far TAT is ahead of now, scaled by q; 0 if TAT <= now. */
@@ -85,42 +101,47 @@ static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
 {
     uint64_t c = sl_load_acq(w);
 
-    (void)receipt;
     for (;;) {
         sl_u128 gap;
+        uint64_t nw;
         if (c & SL_DEAD)
             return SL_FROZEN;
         gap = gcra_gap(lim, c, now) + (sl_u128)cost * lim->p;
         if (gap > lim->tau)
             return SL_NO;
-        if (sl_cas_acqrel(w, &c, gcra_word(lim, now, gap)))
+        nw = gcra_word(lim, now, gap);
+        if (sl_cas_acqrel(w, &c, nw)) {
+            *receipt = nw; /* undo() takes back exactly this */
             return SL_OK;
+        }
     }
 }
 
-/* Move TAT back by cost*T (TAT - cost*T is never below the TAT the charge
- * started from, or below the time it was made, so nothing is over-credited). */
+/*
+ * Take back a charge whose word was `receipt` (never 0): only if the word is
+ * still exactly that, i.e. nothing was charged after it (or what was, was
+ * taken back), move TAT back by cost*T, to max(TAT before, time of the
+ * charge).  Otherwise the TAT holds later charges that subtracting from it
+ * would erase, so leave it (under-admission, never over-admission).  A TAT
+ * only grows with charges and only returns to `receipt` when every later
+ * charge was undone, so a CAS from `receipt` cannot take anyone else's.
+ */
 static void gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
 {
-    uint64_t c = sl_load_acq(w);
     sl_u128 back = (sl_u128)cost * lim->p;
+    uint64_t whole = (uint64_t)(back / lim->q), frac = (uint64_t)(back % lim->q);
+    uint64_t a = receipt >> lim->fbits, f = receipt & ((UINT64_C(1) << lim->fbits) - 1), nw;
+    uint64_t expect = receipt;
 
-    (void)receipt;
-    for (;;) {
-        uint64_t a = c >> lim->fbits, f = c & ((UINT64_C(1) << lim->fbits) - 1), nw;
-        uint64_t whole = (uint64_t)(back / lim->q), frac = (uint64_t)(back % lim->q);
-        if (c & SL_DEAD || c == 0)
-            return;
-        if (f < frac) {
-            f += lim->q;
-            whole++;
-        }
-        nw = (((a - whole) & lim->amask) << lim->fbits) | (f - frac);
-        if (nw == 0)
-            nw = UINT64_C(1) << lim->fbits;
-        if (sl_cas_acqrel(w, &c, nw))
-            return;
+    if (f < frac) {
+        f += lim->q;
+        whole++;
     }
+    nw = (((a - whole) & lim->amask) << lim->fbits) | (f - frac);
+    if (nw == 0)
+        nw = UINT64_C(1) << lim->fbits;
+    /* acq_rel like a charge; a failure (changed or frozen) leaves it */
+    (void)sl_cas_acqrel(w, &expect, nw);
 }
 
 static uint64_t gcra_ceil_ns(const struct sl_lim *lim, sl_u128 scaled)
@@ -159,18 +180,41 @@ static uint64_t gcra_freeze(sl_aword *w)
     return sl_fetch_or_acqrel(w, SL_DEAD);
 }
 
-/* Same period, maybe another count or burst: keep TAT (rounded up to the new
- * q), capped at the new tau so the word stays unambiguous. */
+/*
+ * Same period, maybe another count or burst: keep the absolute TAT, rounded
+ * up to the new q (more spent, never less), never capped at the new tau: a
+ * lowered and raised limit gets nothing back.  now only unwraps A: a TAT
+ * ahead of it (a racing admission after the caller read its time) is kept
+ * whole; one more than SL_GCRA_RANGE_NS behind it is fresh at every time
+ * the state can be read at, and starts fresh.
+ */
 static void gcra_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                        sl_aword *tw, uint64_t now)
 {
-    sl_u128 gap = gcra_gap(from, sl_load_acq(fw) & ~SL_DEAD, now);
+    uint64_t c = sl_load_acq(fw) & ~SL_DEAD, a, f, d, nw;
+    sl_u128 nf;
 
-    gap = (gap * to->q + from->q - 1) / from->q;
-    if (gap > to->tau)
-        gap = to->tau;
-    if (gap != 0)
-        sl_store_rlx(tw, gcra_word(to, now, gap));
+    if (c == 0)
+        return;
+    a = c >> from->fbits;
+    f = c & ((UINT64_C(1) << from->fbits) - 1);
+    d = (a - now) & from->amask; /* TAT - now modulo 2^abits */
+    if ((d >> (from->abits - 1)) != 0) {
+        uint64_t behind = (from->amask - d) + 1;
+        if (behind > SL_GCRA_RANGE_NS)
+            return;
+        a = now - behind;
+    } else {
+        a = now + d;
+    }
+    /* f/q_from ns as f'/q_to, rounded up; a full ns carries into a */
+    nf = ((sl_u128)f * to->q + from->q - 1) / from->q;
+    if (nf >= to->q) {
+        nf -= to->q;
+        a++;
+    }
+    nw = ((a & to->amask) << to->fbits) | (uint64_t)nf;
+    sl_store_rlx(tw, nw != 0 ? nw : UINT64_C(1) << to->fbits); /* 0 is "never": 1 ns later */
 }
 
 const struct sl_algo sl_algo_gcra = {

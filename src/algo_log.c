@@ -3,25 +3,32 @@
  * with timestamp in (now - period, now] plus the cost stay <= count.
  *
  * State: w[0] a sequence word (odd while a writer holds the key), w[1] the
- * total units ever admitted N, w[2..2+count) a ring of the last `count`
- * timestamps, unit j at slot j mod count, in time order (times older than
- * the newest are stamped as the newest).  Decisions read a consistent
+ * total units ever admitted N, w[2] and w[3] the "excess" (below),
+ * w[4..4+count) a ring of the last `count` timestamps, unit j at slot
+ * j mod count, in time order (times older than the newest are stamped as
+ * the newest).
+ * Excess: a policy change to a lower count keeps every unit still in the
+ * window: those the smaller ring cannot hold are counted in w[2], all
+ * stamped w[3] (the newest of them: later than the truth, so more spent).
+ * They are older than the ring, so they never change a decision of this
+ * count; they come back into the ring when a later change raises it.  Decisions read a consistent
  * snapshot seqlock-style and write nothing when they deny; an admission takes
  * the per-key sequence by CAS, so it is guarded per key rather than
  * lock-free.  The check is O(1): the cost fits iff the
  * (count - cost + 1)-th newest unit has left the window.
- * Memory: 8 bytes per unit of count, plus 16, per key.
+ * Memory: 8 bytes per unit of count, plus 32, per key.
  */
 #include "internal.h"
 
 #define SL_LOG_MAX_COUNT 65536u
+#define SL_LOG_RING 4u /* first ring word */
 
 static int log_compile(struct sl_lim *lim)
 {
     if (lim->def.count > SL_LOG_MAX_COUNT)
         return -EINVAL;
     lim->cap = lim->def.count;
-    lim->nwords = (uint32_t)(2 + lim->def.count);
+    lim->nwords = (uint32_t)(SL_LOG_RING + lim->def.count);
     return 0;
 }
 
@@ -29,7 +36,7 @@ static int log_compile(struct sl_lim *lim)
  * seqlock's read side, without a fence; free on x86). */
 static uint64_t log_ts(const struct sl_lim *lim, sl_aword *w, uint64_t j)
 {
-    return sl_load_acq(&w[2 + j % lim->def.count]);
+    return sl_load_acq(&w[SL_LOG_RING + j % lim->def.count]);
 }
 
 /* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
@@ -86,31 +93,35 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         if (!sl_cas_acqrel(&w[0], &s, s + 1))
             continue; /* someone wrote since the snapshot: decide again */
         for (uint64_t i = 0; i < cost; i++)
-            sl_store_rlx(&w[2 + (v.n + i) % lim->def.count], v.eff);
+            sl_store_rlx(&w[SL_LOG_RING + (v.n + i) % lim->def.count], v.eff);
         sl_store_rlx(&w[1], v.n + cost);
         /* +1, not a store: keeps a SL_DEAD set meanwhile by a freezer */
         atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
-        *receipt = v.n;
+        *receipt = v.n + cost; /* N after this charge: see log_undo() */
         return SL_OK;
     }
 }
 
-/* Remove units [j0, j0+cost) by moving later units down, keeping order. */
-static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t j0)
+/*
+ * Take back the charge that left N at `receipt`: only if its units are
+ * still the newest (N unchanged, or back to it after later charges were
+ * taken back), by dropping them.  Removing units from the middle would
+ * shift newer units into the taken-back ones' indexes and let a later undo
+ * remove someone else's units; when ours are not on top, keep them
+ * (under-admission, never over-admission).
+ */
+static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
 {
-    uint64_t s = log_read_begin(w), n;
+    uint64_t s = log_read_begin(w);
 
+    (void)lim;
     while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, s + 1))
         s = log_read_begin(w);
     if (s & SL_DEAD)
         return;
-    n = sl_load_rlx(&w[1]);
-    /* Still in the ring?  Otherwise newer units pushed them out: keep. */
-    if (j0 + cost <= n && n - j0 <= lim->def.count) {
-        for (uint64_t j = j0 + cost; j < n; j++)
-            sl_store_rlx(&w[2 + (j - cost) % lim->def.count], log_ts(lim, w, j));
-        sl_store_rlx(&w[1], n - cost);
-    }
+    /* relaxed: we hold the key (the CAS above acquired it) */
+    if (sl_load_rlx(&w[1]) == receipt)
+        sl_store_rlx(&w[1], receipt - cost);
     atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
 }
 
@@ -172,17 +183,54 @@ static uint64_t log_freeze(sl_aword *w)
     return s;
 }
 
-/* Same period: keep the newest min(n, old count, new count) stamps. */
+/*
+ * The carried units, oldest first: the excess (all at its stamp) then the
+ * ring.  Unit i of n_all; only called with i < n_all.
+ */
+struct log_units {
+    uint64_t xn, xts;           /* excess units and their stamp */
+    uint64_t first, n;          /* ring units first..n-1 */
+};
+
+static uint64_t log_unit_ts(const struct sl_lim *lim, sl_aword *w, const struct log_units *u,
+                            uint64_t i)
+{
+    return i < u->xn ? u->xts : log_ts(lim, w, u->first + (i - u->xn));
+}
+
+/*
+ * Same period: keep every unit that is in the window at the newest stamp
+ * (no time the state can be decided at is earlier: log_view), whatever the
+ * new count; the newest min(that, new count) go into the ring, the rest
+ * into the excess.  Stamps are absolute times, so `now` plays no part.
+ */
 static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                       sl_aword *tw, uint64_t now)
 {
-    uint64_t n = sl_load_rlx(&fw[1]);
-    uint64_t keep = sl_min64(n, sl_min64(from->def.count, to->def.count));
+    uint64_t n = sl_load_rlx(&fw[1]), newest, all, keep, skip;
+    struct log_units u = {sl_load_rlx(&fw[2]), sl_load_rlx(&fw[3]), 0, n};
 
     (void)now;
+    if (n == 0)
+        return;
+    u.first = n > from->def.count ? n - from->def.count : 0;
+    newest = log_ts(from, fw, n - 1);
+    /* drop what left the window: the excess is older than every ring unit */
+    while (u.first < n && sl_sat_add(log_ts(from, fw, u.first), from->def.period_ns) <= newest)
+        u.first++;
+    if (u.xn != 0 && (u.first > n - sl_min64(n, from->def.count) ||
+                      sl_sat_add(u.xts, from->def.period_ns) <= newest))
+        u.xn = 0;
+    all = u.xn + (n - u.first);
+    keep = sl_min64(all, to->def.count);
+    skip = all - keep;
     for (uint64_t i = 0; i < keep; i++)
-        sl_store_rlx(&tw[2 + i], log_ts(from, fw, n - keep + i));
+        sl_store_rlx(&tw[SL_LOG_RING + i], log_unit_ts(from, fw, &u, skip + i));
     sl_store_rlx(&tw[1], keep);
+    if (skip != 0) {
+        sl_store_rlx(&tw[2], skip);
+        sl_store_rlx(&tw[3], log_unit_ts(from, fw, &u, skip - 1));
+    }
 }
 
 const struct sl_algo sl_algo_log = {

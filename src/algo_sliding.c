@@ -10,6 +10,7 @@
  * to a newer sub-bucket first archives the old head into its ring slot; a
  * slot is only ever raised (to a newer index or a larger count of the same
  * index), so a slow archiver can never overwrite a newer value.
+ * Range and count limits (per sub-bucket width): algo_window.c.
  */
 #include "internal.h"
 
@@ -160,27 +161,33 @@ static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, 
     return sliding_sum(lim, w, eff, hidx, hcnt) == 0;
 }
 
-/* Same period.  Same precision: every sub-bucket keeps its units.  Other
- * precision: the whole window's units go into the newest sub-bucket, which
- * over-counts for at most one period instead of forgetting admissions. */
+/*
+ * Same period.  Same precision: the same layout (algo_window.c), so the
+ * words are copied as they are, every sub-bucket keeping its index and
+ * units, even units above a lowered count.  Other precision: the window's
+ * units go into the new sub-bucket holding the end of the newest old one,
+ * which over-counts for at most one period instead of forgetting any; a
+ * sum beyond the new counter field saturates it (still at least the count:
+ * fully spent).  The window is the one ending at the stored head, or at now
+ * if later, so a `now` read behind the head loses nothing.
+ */
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
-    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, first;
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum, end;
 
-    eff = sliding_head(from, h, now, &hidx, &hcnt);
-    if (from->width != to->width) {
-        uint64_t sum = sliding_sum(from, fw, eff, hidx, hcnt);
-        if (sum != 0)
-            sl_store_rlx(&tw[0], sl_word_make(to, now / to->width, sl_min64(sum, to->def.count)));
+    if (from->width == to->width) {
+        SL_ASSERT(from->nb == to->nb && from->ishift == to->ishift);
+        sl_window_copy(fw, tw, to->nwords);
         return;
     }
-    first = eff >= from->nb - 1 ? eff - (from->nb - 1) : 0;
-    for (uint64_t j = first; j <= eff; j++) {
-        uint64_t units = sl_min64(sliding_units(from, fw, j, hidx, hcnt), to->def.count);
-        if (units != 0)
-            sl_store_rlx(j == hidx ? &tw[0] : &tw[1 + j % to->nb], sl_word_make(to, j, units));
-    }
+    eff = sliding_head(from, h, now, &hidx, &hcnt);
+    sum = sliding_sum(from, fw, eff, hidx, hcnt);
+    if (sum == 0)
+        return;
+    /* last ns of sub-bucket eff, saturating at the top of time */
+    end = sl_u128_sat((sl_u128)(eff + 1) * from->width - 1);
+    sl_store_rlx(&tw[0], sl_word_make(to, end / to->width, sl_min64(sum, to->cmask)));
 }
 
 const struct sl_algo sl_algo_sliding = {

@@ -2,21 +2,33 @@
  * Word packing shared by the windowed algorithms (fixed, sliding, approximate).
  *
  * A word is  [63: SL_DEAD] [index mod 2^ibits] [nfields counters of cbits].
- * Indexes are kept modulo 2^ibits and compared by signed distance, so any
- * time, up to UINT64_MAX, works without overflow.  An index can only be
- * misread after a key sat idle for a multiple of 2^ibits windows (at least
- * 2^16 windows), and then as a still-current window: toward denial.
+ *
+ * Range.  Indexes are kept modulo 2^ibits and compared by signed distance,
+ * so a stored index is read correctly from any time whose window is less
+ * than 2^(ibits-1) windows away from it, in either direction.  compile()
+ * gives the index enough bits that this covers SL_WINDOW_RANGE_NS (2^55 ns,
+ * about 417 days) both ways: a clock up to that far behind the key's latest
+ * time is decided as at that time, and a key idle that long reads as fresh.
+ *
+ * Layout.  ibits depends only on the window width, and the counters get all
+ * the other bits, so every limit of one algorithm and period (and, for the
+ * sliding window, precision) has the same layout: a policy change copies
+ * the words as they are, keeping all spent capacity even above a lowered
+ * count.  A count that does not fit the counter field is refused.
  */
 #include "internal.h"
 
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields)
 {
-    unsigned min_ibits = nfields == 1 ? 16 : 9;
+    uint64_t w = lim->width;
+    /* windows in the range, plus one for a time inside a window */
+    uint64_t span = SL_WINDOW_RANGE_NS / w + (SL_WINDOW_RANGE_NS % w != 0) + 1;
+    unsigned ib = 1 + sl_bits(span); /* 2^(ib-1) > span */
 
-    lim->cbits = sl_bits(lim->def.count);
-    if (nfields * lim->cbits + min_ibits > 63)
-        return -EINVAL;
+    lim->cbits = (63 - ib) / nfields;
     lim->cmask = (UINT64_C(1) << lim->cbits) - 1;
+    if (lim->def.count > lim->cmask)
+        return -EINVAL;
     lim->ishift = nfields * lim->cbits;
     lim->ibits = 63 - lim->ishift;
     lim->imask = (UINT64_C(1) << lim->ibits) - 1;
@@ -48,4 +60,14 @@ uint64_t sl_window_freeze(sl_aword *w)
 {
     /* acq_rel: the captured value is final and every charge before it visible. */
     return sl_fetch_or_acqrel(&w[0], SL_DEAD);
+}
+
+/* Same layout (same algorithm, width and word count): the frozen words are
+ * the state; copy them as they are, whatever `now` the caller reads at. */
+void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords)
+{
+    /* relaxed: fw is frozen (its freeze was acq_rel), tw is private until
+     * the entry is published with release */
+    for (uint32_t i = 0; i < nwords; i++)
+        sl_store_rlx(&tw[i], sl_load_acq(&fw[i]) & (i == 0 ? ~SL_DEAD : UINT64_MAX));
 }
