@@ -5,9 +5,9 @@ For every sluice_* function declared in the given headers (names followed
 by '(' outside comments), man/NAME.3 must exist and be listed for
 installation in man/meson.build, either a page or a
 ".so man3/OTHER.3" link to one in the same directory.  Every page in the
-directory must render without warnings: `groff -man -ww -z` when groff is
-installed, else `man --warnings -E UTF-8 -l`.  Exits 77 (skip) when neither
-is installed.
+directory must render without warnings under `groff -man -ww -z` and
+`man --warnings -E UTF-8 -l`, each when installed.  Exits 77 (skip) when
+neither is.
 
 Usage: check_pages.py MAN_DIR HEADER...
 """
@@ -38,13 +38,20 @@ def so_target(path):
 
 
 def render(page, mandir):
+    """Exit status and warnings of every renderer installed (groff, man)."""
+    cmds = []
     if shutil.which("groff"):
-        cmd = ["groff", "-man", "-ww", "-z", page]
-    else:
-        cmd = ["man", "--warnings", "-E", "UTF-8", "-l", page]
-    r = subprocess.run(cmd, cwd=mandir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, env=dict(os.environ, MANWIDTH="80"))
-    return r.returncode, r.stderr.strip()
+        cmds.append(["groff", "-man", "-ww", "-z", page])
+    if shutil.which("man"):
+        cmds.append(["man", "--warnings", "-E", "UTF-8", "-l", page])
+    rc, err = 0, []
+    for cmd in cmds:
+        r = subprocess.run(cmd, cwd=mandir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, env=dict(os.environ, MANWIDTH="80"))
+        rc = rc or r.returncode
+        if r.stderr.strip():
+            err.append(f"{cmd[0]}: {r.stderr.strip()}")
+    return rc, "\n".join(err)
 
 
 def main():

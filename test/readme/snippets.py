@@ -9,7 +9,10 @@ Blocks that include <sluice_redis.h> also link libsluice-redis and hiredis
 and are compiled only (they need a Redis server to run); without hiredis
 they are skipped with a message.
 
-Usage: snippets.py README INCLUDE_DIR LIBSLUICE_A [LIBSLUICE_REDIS_A]
+The EXAMPLE sections of the manual pages that are complete programs (those
+defining main) are checked the same way when --man DIR is given.
+
+Usage: snippets.py [--man DIR] README INCLUDE_DIR LIBSLUICE_A [LIBSLUICE_REDIS_A]
 Environment: CC (default cc), SNIPPET_CFLAGS (added to the compiler flags,
 e.g. -fsanitize=... in sanitizer builds).
 """
@@ -41,27 +44,63 @@ def blocks(text):
     return out
 
 
+def man_examples(mandir):
+    """(page:line, "c", body) of every .EX/.EE block defining main()."""
+    out = []
+    for page in sorted(os.listdir(mandir)):
+        if not re.search(r"\.[1-8]$", page):
+            continue
+        with open(os.path.join(mandir, page), encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        i = 0
+        while i < len(lines):
+            if lines[i].strip() != ".EX":
+                i += 1
+                continue
+            start, body = i + 2, []
+            i += 1
+            while i < len(lines) and lines[i].strip() != ".EE":
+                body.append(lines[i])
+                i += 1
+            text = "\n".join(body) + "\n"
+            # the roff escapes used in code: \e (backslash), \- (minus)
+            text = text.replace("\\e", "\\").replace("\\-", "-")
+            if re.search(r"^int main\(", text, flags=re.M):
+                out.append((f"{page}:{start}", "c", text))
+    return out
+
+
 def main():
-    if len(sys.argv) not in (4, 5):
+    args = sys.argv[1:]
+    mandir = None
+    if len(args) >= 2 and args[0] == "--man":
+        mandir, args = args[1], args[2:]
+    if len(args) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    readme, incdir, libsluice = sys.argv[1:4]
-    libredis = sys.argv[4] if len(sys.argv) == 5 else None
+    readme, incdir, libsluice = args[:3]
+    libredis = args[3] if len(args) == 4 else None
     cc = shlex.split(os.environ.get("CC", "cc"))
     cflags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-I", incdir]
     cflags += shlex.split(os.environ.get("SNIPPET_CFLAGS", ""))
     libs = [libsluice, "-lck", "-pthread"]
 
     with open(readme, encoding="utf-8") as f:
-        cblocks = [b for b in blocks(f.read()) if b[1] == "c"]
+        cblocks = [(f"{os.path.basename(readme)}:{b[0]}",) + b[1:]
+                   for b in blocks(f.read()) if b[1] == "c"]
     if not cblocks:
         print("FAIL: no ```c block in", readme)
         return 1
+    if mandir is not None:
+        examples = man_examples(mandir)
+        if not examples:
+            print("FAIL: no complete program in the EXAMPLE sections of", mandir)
+            return 1
+        cblocks += examples
 
     failed = compiled = ran = skipped = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for n, (line, _, body) in enumerate(cblocks):
-            where = f"{os.path.basename(readme)}:{line}"
+        for n, (where, _, body) in enumerate(cblocks):
             src = os.path.join(tmp, f"block{n}.c")
             exe = os.path.join(tmp, f"block{n}")
             with open(src, "w", encoding="utf-8") as f:
@@ -98,7 +137,7 @@ def main():
                 continue
             ran += 1
             print(f"ok   {where}: compiles and exits 0")
-    print(f"{len(cblocks)} C blocks: {compiled} compiled, {ran} ran, "
+    print(f"{len(cblocks)} C programs: {compiled} compiled, {ran} ran, "
           f"{skipped} skipped, {failed} failed")
     return 1 if failed else 0
 
