@@ -283,15 +283,15 @@ static void conn_run(struct server *s, struct conn *c)
             do
                 n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
             while (n < 0 && errno == EINTR);
-            if (n >= 0) {
+            if (n > 0) {
                 c->out_off += (size_t)n;
                 continue;
             }
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 conn_want(s, c, EPOLLOUT);
                 return;
             }
-            if (errno != EPIPE && errno != ECONNRESET)
+            if (n < 0 && errno != EPIPE && errno != ECONNRESET)
                 perror("send");
             conn_close(s, c);
             return;

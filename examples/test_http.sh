@@ -144,6 +144,12 @@ big=$(head -c 9000 /dev/zero | tr '\0' a)
 head -c 100000 /dev/zero >"$tmp/body"
 [ "$(status -H 'Expect:' --data-binary @"$tmp/body" "$url")" = 413 ] || fail "no 413 for a large body"
 [ "$(status --data-binary 'a=1' "$url")" = 200 ] || fail "a small body was not read"
+# bodies read in several pieces keep the connection's framing
+head -c 60000 /dev/zero >"$tmp/body"
+post=(-s --max-time 5 -H 'Expect:' -w '%{http_code} %{num_connects}\n' --data-binary @"$tmp/body"
+      -o /dev/null "$url")
+r=$(curl "${post[@]}" --next "${post[@]}" | tr '\n' ' ')
+[ "$r" = "200 1 200 0 " ] || fail "two 60 kB bodies on one connection: '$r' (want '200 1 200 0 ')"
 [ "$(status -H 'X-User: a' -H 'X-User: b' "$url")" = 400 ] || fail "two X-User headers accepted"
 echo "ok: keep-alive, HTTP/1.0, pipelining, 431, 413, 400"
 
@@ -218,4 +224,5 @@ echo "ok: per-address connection cap (503), slots freed on close"
 
 stop "$pid"; pid=
 grep -q 'stopping' "$tmp/log" || fail "no clean stop"
+! grep -q 'runtime error\|Sanitizer' "$tmp/log" || fail "sanitizer reports"
 echo "http_server: limits, 429 headers, reload, slow clients, keep-alive, caps, /metrics: all ok"
