@@ -4,30 +4,56 @@
  * a sluice limiter in front as the local first tier: a request the local
  * tier denies never reaches Redis.
  *
- * Optional add-on library (libsluice-redis, built when hiredis is found);
- * the core library's API is <sluice.h> alone.
+ * Optional add-on library (libsluice-redis, pkg-config sluice-redis, built
+ * when hiredis is found); the core library's API is <sluice.h> alone.
+ * doc/REDIS.md has the design, the figures and the operational notes.
+ *
+ * Exact arithmetic: Redis keeps the key's TAT as integers (microseconds of
+ * Redis's clock plus a remainder), and the emission interval period/count as
+ * an exact fraction, so no grant loses time to rounding.  Lua numbers are
+ * doubles: a limit whose numbers cannot stay below 2^53 in the script is
+ * refused with -EINVAL by sluice_redis_create().
  *
  * Lease mode (lease > 1): a host takes up to `lease` units of the global
  * limit in one round trip and spends them locally.  Units leased are
  * charged in Redis when taken, so the global count is never exceeded; but
  * they may be spent later than they were charged, so in any interval the
  * hosts together can admit up to hosts * lease units more than the global
- * GCRA alone would (the stated over-admission bound).  Leases expire after
- * lease_ttl_ns unspent.
+ * GCRA alone would (the stated over-admission bound).  A host holds at most
+ * `lease` unspent units per key (concurrent refills beyond that are dropped,
+ * never over-admitted).  Leases expire after lease_ttl_ns unspent.
  *
  * A global denial comes with the time the key's TAT allows the next unit;
  * until then the same host denies that key without asking Redis (other
  * hosts can only push the TAT later), so repeated denials stay in-process.
  *
- * Redis unreachable or slower than timeout_ns: the call is decided by
- * fail_open (allow) or not (deny), counted in the stats, and never blocks
- * longer than the timeout; reconnection is tried at most once per
- * reconnect_ns.  Calls on one tier are serialized on its connection.
+ * Concurrency: callers of one tier share its connection.  Calls that arrive
+ * while a round trip is in flight go out together as the next pipeline, so
+ * throughput grows with the number of callers.
+ *
+ * Failures: Redis unreachable or slower than timeout_ns is an outage: the
+ * call is decided by fail_open (ALLOW) or not (DENY), result.flags says so
+ * (SLUICE_REDIS_F_FAILED_OPEN / _CLOSED), it is counted in the stats and
+ * logged through log_fn (rate-limited).  No caller waits longer than
+ * timeout_ns for Redis, whatever other callers do; reconnection is tried at
+ * most once per reconnect_ns.  An error reply from a reachable Redis
+ * (WRONGTYPE on the key, a script error) is not an outage: it returns
+ * -EPROTO, is counted in error_replies and never admits.
+ *
+ * Redis Cluster: the script touches one key, so it runs on any cluster
+ * node that owns the key's slot.  Put a hash tag in the key ("{user42}:api")
+ * to choose the slot; the prefix must not contain '{' or '}'.
  */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
 
 #include <sluice.h>
+
+#if defined(SLUICE_REDIS_BUILDING) && defined(__GNUC__)
+#define SLUICE_REDIS_API __attribute__((visibility("default")))
+#else
+#define SLUICE_REDIS_API
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,53 +61,237 @@ extern "C" {
 
 typedef struct sluice_redis sluice_redis_t;
 
+/* struct sluice_result.flags bits of this tier (bits 0-7 are the core's). */
+#define SLUICE_REDIS_F_FAILED_OPEN 0x100u   /* Redis down or too slow: allowed by fail_open */
+#define SLUICE_REDIS_F_FAILED_CLOSED 0x200u /* Redis down or too slow: denied, not a limit */
+#define SLUICE_REDIS_F_LEASE 0x400u         /* admitted from this host's lease, no round trip */
+#define SLUICE_REDIS_F_CACHED 0x800u        /* denied from the denial cache, no round trip */
+#define SLUICE_REDIS_F_LOCAL 0x1000u        /* decided by the local first tier */
+
+/* log_fn levels: syslog's numbers. */
+#define SLUICE_REDIS_LOG_ERR 3
+#define SLUICE_REDIS_LOG_WARNING 4
+#define SLUICE_REDIS_LOG_NOTICE 5
+
 struct sluice_redis_config {
     const char *host;           /* default "127.0.0.1" */
     int port;                   /* default 6379 */
-    const char *prefix;         /* Redis key prefix; default "sluice:" */
+    const char *prefix;         /* Redis key prefix; default "sluice:"; no '{' or '}' */
     uint64_t count, period_ns;  /* the global GCRA limit (required) */
     uint64_t burst;             /* 0: count */
     uint64_t lease;             /* units taken per round trip; <= 1: no leases */
     uint64_t lease_ttl_ns;      /* unspent leases expire; default period_ns */
-    uint64_t timeout_ns;        /* per round trip; default 50 ms */
+    uint64_t timeout_ns;        /* longest wait for Redis of any call; default 50 ms */
     uint64_t reconnect_ns;      /* between reconnection attempts; default 1 s */
     int fail_open;              /* Redis down: 1 allow, 0 deny (default) */
     sluice_t *local;            /* first tier, optional; not owned */
+    /* appended: */
+    /* Outages, error replies and recoveries, as one line without newline;
+     * called from the deciding thread, never with a lock held.  Each kind
+     * of message goes out at most once per log_interval_ns (default 10 s),
+     * with the number held back since. */
+    void (*log_fn)(void *log_ctx, int level, const char *msg);
+    void *log_ctx;
+    uint64_t log_interval_ns;
 };
 
 struct sluice_redis_stats {
     uint64_t requests, local_denied, redis_calls, redis_allowed, redis_denied;
     uint64_t lease_hits;        /* admitted from a lease, no round trip */
-    uint64_t errors, failed_open, failed_closed;
+    uint64_t errors;            /* outages: Redis unreachable or too slow */
+    uint64_t failed_open, failed_closed;
     uint64_t cached_denials;    /* denied without a round trip: Redis had said
                                    no until a time not reached yet */
+    /* appended: */
+    uint64_t error_replies;     /* Redis answered with an error: -EPROTO */
+    uint64_t round_trips;       /* pipelines sent (each carries redis_calls / round_trips calls) */
 };
 
 /* Defaults; count and period_ns must be set after. */
-void sluice_redis_config_init(struct sluice_redis_config *cfg);
+SLUICE_REDIS_API void sluice_redis_config_init(struct sluice_redis_config *cfg);
 
-/* 0, -EINVAL (bad config), -ENOMEM.  Connects lazily: a Redis that is down
- * at creation is tried again on use. */
-int sluice_redis_create(const struct sluice_redis_config *cfg, sluice_redis_t **out);
-void sluice_redis_destroy(sluice_redis_t *t);
+/*
+ * 0, or:
+ *   -EINVAL  NULL argument, count, period_ns or timeout_ns 0, NULL host or
+ *            prefix, a prefix with '{' or '}' (it would take the hash tag
+ *            away from the keys), or a limit the script cannot keep exact
+ *            (1000 * count / gcd(period_ns, 1000 * count) or
+ *            (2 * burst + 1) * period_ns / gcd(...) at 2^53 or more, or a
+ *            burst window beyond 2^50 us);
+ *   -ENOMEM.
+ * Connects lazily: a Redis that is down at creation is tried again on use.
+ */
+SLUICE_REDIS_API int sluice_redis_create(const struct sluice_redis_config *cfg,
+                                         sluice_redis_t **out);
+
+/*
+ * Free the tier.  Asynchronous calls still in flight complete first, with
+ * -ECANCELED.  Must not race with other calls on the tier, nor be called
+ * from within one of its callbacks.  NULL is a no-op.
+ */
+SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
 
 /*
  * Decide `cost` units for `key`: the local tier first (if any), then the
- * global limit (a lease, or one round trip).  res (may be NULL) describes
- * the local decision when it denied, else the global one (limit = count,
- * retry_after_ns from Redis on a denial).
- * Returns SLUICE_ALLOW, SLUICE_DENY, or a negative errno as sluice_acquire.
+ * global limit (a lease, or one round trip shared with concurrent callers).
+ * res (may be NULL) describes the local decision when it denied
+ * (SLUICE_REDIS_F_LOCAL), else the global one (limit = count, remaining
+ * from Redis plus this host's lease, retry_after_ns from Redis on a denial),
+ * with the SLUICE_REDIS_F_* flags that say how it was decided.
+ * cost 0 charges nothing, returns SLUICE_ALLOW and reports the key's state
+ * (a round trip; an outage reports it through the flags).
+ * Returns SLUICE_ALLOW, SLUICE_DENY (a limit, or an outage with fail_open 0:
+ * see flags), or, charging nothing:
+ *   -EINVAL       t NULL, or key NULL with len > 0;
+ *   -E2BIG        cost above burst;
+ *   -EPROTO       Redis answered with an error (never ALLOW);
+ *   -ENOMEM;
+ *   the local tier's errors (-ENAMETOOLONG, ...).
  * The local tier is checked read-only first (sluice_peek) and charged only
  * after the global limit admitted, so a global denial never spends local
  * capacity; a local charge that then loses a race to another thread denies
  * the request with the global unit spent (conservative, never over).
+ * Blocks at most timeout_ns (plus the local tier's time).
  */
-int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len, uint64_t cost,
-                         struct sluice_result *res);
+SLUICE_REDIS_API int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len,
+                                          uint64_t cost, struct sluice_result *res);
 
-void sluice_redis_stats(sluice_redis_t *t, struct sluice_redis_stats *out);
+/* Zeroes *out for NULL t. */
+SLUICE_REDIS_API void sluice_redis_stats(sluice_redis_t *t, struct sluice_redis_stats *out);
+
+/*
+ * Asynchronous calls, for event-loop servers.  The tier gets its own
+ * hiredis async connection, hooked into the application's loop by `attach`
+ * (hiredis's adapters: redisLibeventAttach, redisLibevAttach, ...), and one
+ * timer for its timeouts.  sluice_redis_attach_libevent() below does it for
+ * libevent.  The async calls and the timer run on the loop's thread only;
+ * sluice_redis_acquire() may still be used from other threads meanwhile.
+ */
+struct redisAsyncContext;
+
+struct sluice_redis_loop {
+    void *ctx; /* passed back to the hooks */
+    /* Hook a new connection into the loop: 0, or a negative errno. */
+    int (*attach)(void *ctx, struct redisAsyncContext *ac);
+    /* Arm the tier's one timer to fire in delay_ns (replacing any earlier
+     * arming; UINT64_MAX disarms); when it fires, call
+     * sluice_redis_timer_fired(). */
+    void (*timer)(void *ctx, uint64_t delay_ns);
+    /* Optional: the tier is destroyed, ctx is no longer used. */
+    void (*release)(void *ctx);
+};
+
+/*
+ * Decision callback: rc is SLUICE_ALLOW, SLUICE_DENY, -EPROTO, the local
+ * tier's errors, or -ECANCELED (the tier was destroyed first); res is valid
+ * during the call only, and its flags say as for sluice_redis_acquire().
+ */
+typedef void (*sluice_redis_cb)(void *arg, int rc, const struct sluice_result *res);
+
+/*
+ * Use the loop for the asynchronous calls (once per tier; *loop is copied).
+ * 0, -EINVAL (NULL t or loop, no attach or timer hook), -EBUSY (already
+ * attached), -ENOMEM.
+ */
+SLUICE_REDIS_API int sluice_redis_attach(sluice_redis_t *t, const struct sluice_redis_loop *loop);
+
+/* The timer armed through sluice_redis_loop.timer fired: time calls out. */
+SLUICE_REDIS_API void sluice_redis_timer_fired(sluice_redis_t *t);
+
+/*
+ * As sluice_redis_acquire(), without ever blocking: cb(arg, rc, res) is
+ * called exactly once, from the loop's thread, unless this returns a
+ * negative errno.  Decisions made in-process (the local tier, a lease hit,
+ * a cached denial, Redis known down with reconnection not yet due) call cb
+ * before returning, and return 1; otherwise 0, and cb runs from the loop
+ * when Redis answers, or when timeout_ns has passed (an outage: fail open
+ * or closed, with the flag).
+ * Errors, cb not called: -EINVAL (t or cb NULL, key NULL with len > 0),
+ * -E2BIG (cost above burst), -ENOTCONN (not attached), -ENOMEM.
+ */
+SLUICE_REDIS_API int sluice_redis_acquire_async(sluice_redis_t *t, const void *key, size_t len,
+                                                uint64_t cost, sluice_redis_cb cb, void *arg);
 
 #ifdef __cplusplus
+}
+#endif
+
+/*
+ * libevent glue, header-only so that libsluice-redis does not depend on
+ * libevent: include <hiredis/adapters/libevent.h> before this header, then
+ *     sluice_redis_attach_libevent(t, base);
+ * Returns as sluice_redis_attach().
+ */
+#if defined(__HIREDIS_LIBEVENT_H__) && !defined(SLUICE_REDIS_LIBEVENT_GLUE)
+#define SLUICE_REDIS_LIBEVENT_GLUE
+#include <errno.h>
+#include <stdlib.h>
+
+struct sluice_redis_libevent_ {
+    struct event_base *base;
+    struct event *timer;
+    sluice_redis_t *t;
+};
+
+static void sluice_redis_libevent_fire_(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sluice_redis_timer_fired(((struct sluice_redis_libevent_ *)arg)->t);
+}
+
+static int sluice_redis_libevent_attach_(void *ctx, struct redisAsyncContext *ac)
+{
+    return redisLibeventAttach(ac, ((struct sluice_redis_libevent_ *)ctx)->base) == REDIS_OK
+               ? 0
+               : -ENOMEM;
+}
+
+static void sluice_redis_libevent_timer_(void *ctx, uint64_t delay_ns)
+{
+    struct sluice_redis_libevent_ *g = (struct sluice_redis_libevent_ *)ctx;
+    struct timeval tv;
+
+    if (delay_ns == UINT64_MAX) {
+        evtimer_del(g->timer);
+        return;
+    }
+    tv.tv_sec = (time_t)(delay_ns / 1000000000u);
+    tv.tv_usec = (suseconds_t)(delay_ns % 1000000000u / 1000u + 1); /* never early */
+    evtimer_add(g->timer, &tv);
+}
+
+static void sluice_redis_libevent_release_(void *ctx)
+{
+    struct sluice_redis_libevent_ *g = (struct sluice_redis_libevent_ *)ctx;
+
+    event_free(g->timer);
+    free(g);
+}
+
+static inline int sluice_redis_attach_libevent(sluice_redis_t *t, struct event_base *base)
+{
+    struct sluice_redis_libevent_ *g;
+    struct sluice_redis_loop loop;
+    int rc;
+
+    if (t == NULL || base == NULL)
+        return -EINVAL;
+    if ((g = (struct sluice_redis_libevent_ *)calloc(1, sizeof(*g))) == NULL)
+        return -ENOMEM;
+    g->base = base;
+    g->t = t;
+    if ((g->timer = evtimer_new(base, sluice_redis_libevent_fire_, g)) == NULL) {
+        free(g);
+        return -ENOMEM;
+    }
+    loop.ctx = g;
+    loop.attach = sluice_redis_libevent_attach_;
+    loop.timer = sluice_redis_libevent_timer_;
+    loop.release = sluice_redis_libevent_release_;
+    if ((rc = sluice_redis_attach(t, &loop)) != 0)
+        sluice_redis_libevent_release_(g);
+    return rc;
 }
 #endif
 

@@ -3,83 +3,18 @@
  * its own (temporary directory, started here, stopped by its pid):
  * the global bound across several hosts, leases and their stated bound,
  * the local tier keeping denials away from Redis, Redis killed mid-run
- * (fail open / fail closed within the timeout), and throughput with and
- * without leases (printed, not asserted).  Skips only if redis-server is
- * not installed.
+ * (fail open / fail closed within the timeout, flagged and logged), a
+ * stopped Redis bounding every caller's wait, exact arithmetic at high
+ * rates, error replies kept apart from outages, cost 0, and throughput with
+ * and without leases (printed, not asserted).  Skips only if redis-server
+ * is not installed.
  */
-#include <hiredis/hiredis.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "helpers.h"
+#include "server.h"
 #include "sluice_redis.h"
 
-static int port;
-static pid_t server;
-static char dir[] = "/tmp/sluice-redis-XXXXXX";
-
-static uint64_t mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-static int redis_ping(void)
-{
-    struct timeval tv = {0, 200000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
-
-    if (r)
-        freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return ok;
-}
-
-/* Start redis-server: on `port` if it is set, else on a free one found by trying. */
-static int redis_start(void)
-{
-    char portstr[16];
-    int fixed = port != 0;
-
-    fflush(stdout); /* the child must not flush our buffer again */
-    for (int attempt = 0; attempt < (fixed ? 50 : 10); attempt++) {
-        if (!fixed)
-            port = 20000 + (int)(mono() % 30000);
-        snprintf(portstr, sizeof(portstr), "%d", port);
-        server = fork();
-        if (server == 0) {
-            freopen("/dev/null", "w", stdout);
-            execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
-                   "--dir", dir, "--save", "", "--appendonly", "no", (char *)NULL);
-            _exit(127);
-        }
-        for (int i = 0; i < 100; i++) {
-            int st;
-            if (redis_ping())
-                return 0;
-            if (waitpid(server, &st, WNOHANG) == server)
-                break; /* port taken, or no redis-server: try again */
-            usleep(20000);
-        }
-    }
-    return -1;
-}
-
-static void redis_stop(void)
-{
-    if (server > 0) {
-        kill(server, SIGKILL);
-        waitpid(server, NULL, 0);
-        server = 0;
-    }
-}
+static uint64_t next_burst; /* the next tier()'s burst; 0: count */
 
 static sluice_redis_t *tier(uint64_t count, uint64_t period, uint64_t lease, int fail_open,
                             sluice_t *local)
@@ -96,6 +31,7 @@ static sluice_redis_t *tier(uint64_t count, uint64_t period, uint64_t lease, int
     cfg.local = local;
     cfg.timeout_ns = 100000000;
     cfg.reconnect_ns = 100000000;
+    cfg.burst = next_burst;
     if (sluice_redis_create(&cfg, &t) != 0)
         abort();
     return t;
@@ -117,15 +53,20 @@ static void *host_main(void *arg)
     return NULL;
 }
 
-static void global_bound(uint64_t count, uint64_t period, uint64_t lease, const char *key)
+static void global_bound(uint64_t count, uint64_t period, uint64_t burst, uint64_t lease,
+                         const char *key)
 {
     enum { HOSTS = 3 };
     struct host h[HOSTS];
     struct sluice_redis_stats st, sum = {0};
     uint64_t start = mono(), total = 0, elapsed, bound;
 
+    next_burst = burst;
     for (int i = 0; i < HOSTS; i++)
         h[i] = (struct host){tier(count, period, lease, 0, NULL), start + NS_PER_S, 0, key};
+    next_burst = 0;
+    if (burst == 0)
+        burst = count;
     t_run_threads(HOSTS, host_main, h, sizeof(h[0]));
     elapsed = mono() - start;
     for (int i = 0; i < HOSTS; i++) {
@@ -139,14 +80,14 @@ static void global_bound(uint64_t count, uint64_t period, uint64_t lease, const 
         sluice_redis_destroy(h[i].t);
     }
     /* GCRA: burst + rate * elapsed, plus hosts * lease when leasing */
-    bound = count + (uint64_t)((double)elapsed / (double)period * (double)count) + 1 +
+    bound = burst + (uint64_t)((double)elapsed / (double)period * (double)count) + 1 +
             (lease > 1 ? HOSTS * lease : 0);
     CHECK(total <= bound);
-    CHECK(total >= (sum.requests < count ? sum.requests : count)); /* the burst at least */
+    CHECK(total >= (sum.requests < burst ? sum.requests : burst)); /* the burst at least */
     CHECK_EQ(sum.errors, 0);
     /* round trips are saved when there is something to save: over the
      * limit denials stay in-process, and leases serve many admissions */
-    if (lease > 1 || sum.requests > count)
+    if (lease > 1 || sum.requests > burst)
         CHECK(sum.redis_calls * 2 < sum.requests);
     else
         CHECK_EQ(sum.redis_calls, sum.requests);
@@ -200,32 +141,73 @@ static void global_retry(void)
     sluice_redis_destroy(t);
 }
 
-/* Redis dies: fail open allows, fail closed denies, both counted, and no
- * call waits much past the timeout (100 ms). */
+/* The log hook: counts messages, keeps the last. */
+static _Atomic int log_count;
+static char log_last[256];
+
+static void log_hook(void *ctx, int level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    atomic_fetch_add_explicit(&log_count, 1, memory_order_relaxed);
+    snprintf(log_last, sizeof(log_last), "%s", msg);
+}
+
+static sluice_redis_t *tier_logged(uint64_t count, int fail_open)
+{
+    struct sluice_redis_config cfg;
+    sluice_redis_t *t;
+
+    sluice_redis_config_init(&cfg);
+    cfg.port = port;
+    cfg.count = count;
+    cfg.period_ns = NS_PER_S;
+    cfg.fail_open = fail_open;
+    cfg.timeout_ns = 100000000;
+    cfg.reconnect_ns = 100000000;
+    cfg.log_fn = log_hook;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
+    return t;
+}
+
+/* Redis dies: fail open allows, fail closed denies, both counted, flagged as
+ * a failure (not a limit) and logged at a bounded rate, and no call waits
+ * much past the timeout (100 ms). */
 static void redis_killed(void)
 {
-    sluice_redis_t *open_t = tier(1000000, NS_PER_S, 0, 1, NULL);
-    sluice_redis_t *closed_t = tier(1000000, NS_PER_S, 0, 0, NULL);
+    sluice_redis_t *open_t = tier_logged(1000000, 1);
+    sluice_redis_t *closed_t = tier_logged(1000000, 0);
     struct sluice_redis_stats so, sc;
+    struct sluice_result ro, rc;
     uint64_t slowest = 0;
 
-    CHECK_EQ(sluice_redis_acquire(open_t, "k", 1, 1, NULL), SLUICE_ALLOW);
-    CHECK_EQ(sluice_redis_acquire(closed_t, "k", 1, 1, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(open_t, "k", 1, 1, &ro), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(closed_t, "k", 1, 1, &rc), SLUICE_ALLOW);
+    CHECK_EQ(ro.flags & 0xff00u, 0);
+    CHECK_EQ(rc.flags & 0xff00u, 0);
     redis_stop();
+    atomic_store(&log_count, 0);
     for (int i = 0; i < 20; i++) {
         uint64_t t0 = mono();
-        CHECK_EQ(sluice_redis_acquire(open_t, "k", 1, 1, NULL), SLUICE_ALLOW);
-        CHECK_EQ(sluice_redis_acquire(closed_t, "k", 1, 1, NULL), SLUICE_DENY);
+        CHECK_EQ(sluice_redis_acquire(open_t, "k", 1, 1, &ro), SLUICE_ALLOW);
+        CHECK_EQ(sluice_redis_acquire(closed_t, "k", 1, 1, &rc), SLUICE_DENY);
+        CHECK_EQ(ro.flags & SLUICE_REDIS_F_FAILED_OPEN, SLUICE_REDIS_F_FAILED_OPEN);
+        CHECK_EQ(rc.flags & SLUICE_REDIS_F_FAILED_CLOSED, SLUICE_REDIS_F_FAILED_CLOSED);
         slowest = mono() - t0 > slowest ? mono() - t0 : slowest;
     }
     sluice_redis_stats(open_t, &so);
     sluice_redis_stats(closed_t, &sc);
     CHECK_EQ(so.failed_open, 20);
     CHECK_EQ(sc.failed_closed, 20);
+    CHECK_EQ(so.error_replies + sc.error_replies, 0);
+    /* 40 failures, one message per tier per interval (10 s) */
+    CHECK_EQ(atomic_load(&log_count), 2);
+    CHECK(strstr(log_last, "failing closed") != NULL || strstr(log_last, "failing open") != NULL);
     CHECK(slowest < 10 * 100000000ull); /* generous: the point is "not forever" */
-    printf("redis killed: 20 fail-open allowed, 20 fail-closed denied; slowest pair %.1f ms\n",
-           (double)slowest / 1e6);
-    /* it comes back: reconnection after reconnect_ns */
+    printf("redis killed: 20 fail-open allowed, 20 fail-closed denied, flagged; %d log lines "
+           "(\"%s\"); slowest pair %.1f ms\n",
+           atomic_load(&log_count), log_last, (double)slowest / 1e6);
+    /* it comes back: reconnection after reconnect_ns, and says so */
     if (redis_start() == 0) {
         int back = 0;
         for (int i = 0; i < 50 && !back; i++) {
@@ -233,31 +215,185 @@ static void redis_killed(void)
             back = sluice_redis_acquire(closed_t, "k", 1, 1, NULL) == SLUICE_ALLOW;
         }
         CHECK(back);
+        CHECK(strstr(log_last, "answers again") != NULL);
     }
     sluice_redis_destroy(open_t);
     sluice_redis_destroy(closed_t);
 }
 
+/* Redis stopped (SIGSTOP): it accepts connections but never answers.  Every
+ * caller's own wait stays within the timeout, however many call at once
+ * (the first version held one lock through connecting and round trips:
+ * callers queued behind each other's timeouts). */
+struct waiter {
+    sluice_redis_t *t;
+    int id, rc;
+    uint64_t waited;
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    char key[16];
+    uint64_t t0;
+
+    snprintf(key, sizeof(key), "stopped-%d", w->id);
+    t0 = mono();
+    w->rc = sluice_redis_acquire(w->t, key, strlen(key), 1, NULL);
+    w->waited = mono() - t0;
+    return NULL;
+}
+
+static void redis_stopped(void)
+{
+    enum { N = 8 };
+    const uint64_t timeout = 50000000;
+    struct sluice_redis_config cfg;
+    struct waiter w[N];
+    sluice_redis_t *t;
+    uint64_t worst = 0;
+
+    sluice_redis_config_init(&cfg);
+    cfg.port = port;
+    cfg.count = 1000000;
+    cfg.period_ns = NS_PER_S;
+    cfg.timeout_ns = timeout;
+    cfg.reconnect_ns = 1000000; /* reconnecting is allowed almost at once */
+    CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
+    kill(server, SIGSTOP);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++)
+            w[i] = (struct waiter){t, i, -1, 0};
+        t_run_threads(N, waiter_main, w, sizeof(w[0]));
+        for (int i = 0; i < N; i++) {
+            CHECK_EQ(w[i].rc, SLUICE_DENY);
+            worst = w[i].waited > worst ? w[i].waited : worst;
+        }
+        usleep(2000);
+    }
+    kill(server, SIGCONT);
+    /* twice the timeout: scheduling slack, far below N queued timeouts */
+    CHECK(worst <= 2 * timeout);
+    printf("redis stopped: %d callers x 3, longest wait %.1f ms (timeout %.0f ms)\n", N,
+           (double)worst / 1e6, (double)timeout / 1e6);
+    sluice_redis_destroy(t);
+}
+
+/* High rates stay exact: at 4e12 units/s T is 0.25 ns (the first version
+ * sent T as "%.6f" us, which is 0 here, and admitted everything). */
+static void high_rate(void)
+{
+    struct sluice_redis_config cfg;
+    sluice_redis_t *t;
+    struct sluice_result r;
+    const uint64_t count = 4000000000000ull;
+
+    sluice_redis_config_init(&cfg);
+    cfg.port = port;
+    cfg.count = count;
+    cfg.period_ns = NS_PER_S; /* burst = count: a full second to refill */
+    cfg.timeout_ns = 500000000;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
+    CHECK_EQ(sluice_redis_acquire(t, "fast", 4, count, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "fast", 4, count, &r), SLUICE_DENY);
+    CHECK(r.retry_after_ns > NS_PER_S / 2 && r.retry_after_ns <= NS_PER_S);
+    sluice_redis_destroy(t);
+}
+
+/* Limits the script could not keep exact are refused; so is a prefix that
+ * would take the hash tag away from the keys. */
+static void refused(void)
+{
+    struct sluice_redis_config cfg;
+    sluice_redis_t *t = NULL;
+
+    sluice_redis_config_init(&cfg);
+    cfg.count = UINT64_MAX / 2;
+    cfg.period_ns = 3;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), -EINVAL); /* q = 1000 * count / 1 */
+    cfg.count = 3;
+    cfg.period_ns = NS_PER_S;
+    cfg.burst = UINT64_C(1) << 40;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), -EINVAL); /* burst * p */
+    cfg.burst = 0;
+    cfg.prefix = "{app}:";
+    CHECK_EQ(sluice_redis_create(&cfg, &t), -EINVAL);
+    cfg.prefix = "app:";
+    cfg.count = 2000000000000ull; /* 2e12/s: representable now */
+    CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
+    sluice_redis_destroy(t);
+}
+
+/* An error reply from a reachable Redis is not an outage: -EPROTO even when
+ * failing open, counted apart. */
+static void error_reply(void)
+{
+    sluice_redis_t *t = tier(1000, NS_PER_S, 0, 1, NULL);
+    struct sluice_redis_stats st;
+    struct sluice_result r;
+    redisReply *rep = redis_cmd("RPUSH sluice:wrongtype x");
+
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER);
+    if (rep)
+        freeReplyObject(rep);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sluice_redis_acquire(t, "wrongtype", 9, 1, &r), -EPROTO);
+    CHECK_EQ(sluice_redis_acquire(t, "fine", 4, 1, &r), SLUICE_ALLOW);
+    sluice_redis_stats(t, &st);
+    CHECK_EQ(st.error_replies, 3);
+    CHECK_EQ(st.errors, 0);
+    CHECK_EQ(st.failed_open, 0);
+    sluice_redis_destroy(t);
+}
+
+/* cost 0 charges nothing, allows, and reports the key's state. */
+static void cost_zero(void)
+{
+    sluice_redis_t *t;
+    struct sluice_result r;
+
+    next_burst = 3;
+    t = tier(10, 10 * NS_PER_S, 0, 0, NULL); /* 1/s, burst 3 */
+    next_burst = 0;
+    for (int i = 0; i < 5; i++) {
+        memset(&r, 0xff, sizeof(r));
+        CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 0, &r), SLUICE_ALLOW);
+        CHECK_EQ(r.remaining, 3);
+        CHECK_EQ(r.retry_after_ns, 0);
+    }
+    CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 2, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 1);
+    CHECK(r.reset_after_ns > NS_PER_S && r.reset_after_ns <= 2 * NS_PER_S);
+    CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 1, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 1, &r), SLUICE_DENY);
+    sluice_redis_destroy(t);
+}
+
 int main(void)
 {
-    if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-        printf("redis-server is not installed: skipped (apt-get install redis-server)\n");
-        return T_SKIP;
-    }
-    if (mkdtemp(dir) == NULL || redis_start() != 0) {
-        fprintf(stderr, "could not start redis-server\n");
-        return 1;
-    }
+    int rc = redis_setup();
+
+    if (rc != 0)
+        return rc;
+    refused();
+    high_rate();
+    error_reply();
+    cost_zero();
     /* over the limit: the bound binds */
-    global_bound(200, NS_PER_S / 2, 0, "global-a");
-    global_bound(200, NS_PER_S / 2, 16, "global-b");
+    global_bound(200, NS_PER_S / 2, 0, 0, "global-a");
+    global_bound(200, NS_PER_S / 2, 0, 16, "global-b");
+    /* emission intervals that are not whole multiples of 100 us, which the
+     * first version rounded away near TIME = 1.8e15 us */
+    global_bound(3000, NS_PER_S, 0, 0, "global-e");
+    global_bound(25000, NS_PER_S, 25, 0, "global-f");
     /* under the limit: leases save round trips */
-    global_bound(1000000, NS_PER_S, 0, "global-c");
-    global_bound(1000000, NS_PER_S, 64, "global-d");
+    global_bound(1000000, NS_PER_S, 0, 0, "global-c");
+    global_bound(1000000, NS_PER_S, 0, 64, "global-d");
     local_first();
     global_retry();
+    redis_stopped();
     redis_killed();
-    redis_stop();
-    rmdir(dir);
+    redis_teardown();
     return t_done("redis_tier");
 }

@@ -1,0 +1,237 @@
+/*
+ * The synchronous connection, shared by concurrent callers by combining:
+ * a caller that finds no round trip in flight becomes the leader, takes
+ * every queued call (its own included), sends them as one pipeline and
+ * reads the replies with no lock held; calls arriving meanwhile queue up,
+ * and when the leader is done it hands the connection to the first of them,
+ * which sends the next batch.  One caller alone pays one round trip as
+ * before; n callers share round trips, so Redis's per-command cost (not the
+ * network latency) bounds the throughput.
+ *
+ * Every caller's wait is bounded by its own deadline (now + timeout_ns):
+ * a queued call gives up at its deadline and unlinks itself; a call in a
+ * batch waits for the leader, whose socket timeout is the earliest deadline
+ * of the batch, and calls queue in arrival order, so that is never later
+ * than any waiter's own deadline.  Connecting is bounded the same way.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "tier.h"
+
+static struct timeval sr_tv(uint64_t ns)
+{
+    if (ns < 1000)
+        ns = 1000; /* a zero timeval would mean "no timeout" */
+    return (struct timeval){.tv_sec = (time_t)(ns / 1000000000u),
+                            .tv_usec = (suseconds_t)(ns % 1000000000u / 1000u)};
+}
+
+int sr_pipe_init(struct sr_pipe *pp)
+{
+    memset(pp, 0, sizeof(*pp));
+    pp->tail = &pp->head;
+    return pthread_mutex_init(&pp->lock, NULL) == 0 ? 0 : -ENOMEM;
+}
+
+void sr_pipe_destroy(struct sr_pipe *pp)
+{
+    if (pp->c != NULL)
+        redisFree(pp->c);
+    pthread_mutex_destroy(&pp->lock);
+}
+
+static void sr_drop(struct sr_pipe *pp)
+{
+    redisFree(pp->c);
+    pp->c = NULL;
+}
+
+/* Leader only.  A connection with the script loaded, within `deadline`. */
+static int sr_connect(struct sluice_redis *t, uint64_t deadline)
+{
+    struct sr_pipe *pp = &t->pipe;
+    uint64_t now = sr_now();
+    struct timeval tv;
+    redisReply *r;
+
+    if (pp->c != NULL)
+        return 0;
+    if (now < pp->next_connect || now >= deadline)
+        return -1;
+    pp->next_connect = now + t->cfg.reconnect_ns;
+    tv = sr_tv(deadline - now);
+    pp->c = redisConnectWithTimeout(t->host, t->cfg.port, tv);
+    if (pp->c == NULL || pp->c->err || redisSetTimeout(pp->c, tv) != REDIS_OK)
+        goto fail;
+    r = redisCommand(pp->c, "SCRIPT LOAD %s", sr_script);
+    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len >= (int)sizeof(pp->sha)) {
+        if (r != NULL)
+            freeReplyObject(r);
+        goto fail;
+    }
+    memcpy(pp->sha, r->str, (size_t)r->len + 1);
+    freeReplyObject(r);
+    return 0;
+fail:
+    if (pp->c != NULL)
+        sr_drop(pp);
+    return -1;
+}
+
+static int sr_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Leader only, no lock held: one pipeline for calls b[0..n), and a second
+ * one for those that met NOSCRIPT (Redis restarted or flushed its scripts). */
+static void sr_send(struct sluice_redis *t, struct sr_call *const *batch, size_t n)
+{
+    struct sr_pipe *pp = &t->pipe;
+    struct sr_call *b[SR_BATCH_MAX]; /* the calls still to answer */
+    uint64_t now = sr_now(), deadline = UINT64_MAX;
+    size_t m = 0, retry;
+
+    for (size_t i = 0; i < n; i++) {
+        batch[i]->status = SR_DOWN;
+        if (batch[i]->deadline <= now)
+            continue; /* its time is up: an outage for that caller */
+        if (batch[i]->deadline < deadline)
+            deadline = batch[i]->deadline;
+        b[m++] = batch[i];
+    }
+    if (m == 0 || sr_connect(t, deadline) != 0)
+        return;
+    now = sr_now();
+    if (now >= deadline || redisSetTimeout(pp->c, sr_tv(deadline - now)) != REDIS_OK)
+        goto broken;
+    for (int attempt = 0; attempt < 2 && m > 0; attempt++) {
+        for (size_t i = 0; i < m; i++)
+            if (redisAppendCommand(pp->c, "EVALSHA %s 1 %b %s %s %s %llu %llu", pp->sha, b[i]->rkey,
+                                   b[i]->rlen, t->par.pbuf, t->par.qbuf, t->par.bbuf,
+                                   (unsigned long long)b[i]->want,
+                                   (unsigned long long)b[i]->need) != REDIS_OK)
+                goto broken;
+        atomic_fetch_add_explicit(&t->round_trips, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->redis_calls, m, memory_order_relaxed);
+        retry = 0;
+        for (size_t i = 0; i < m; i++) {
+            redisReply *r;
+
+            if (redisGetReply(pp->c, (void **)&r) != REDIS_OK || r == NULL)
+                goto broken; /* timed out or gone: these and the rest are outages */
+            if (sr_noscript(r) && attempt == 0)
+                b[retry++] = b[i];
+            else
+                b[i]->status = sr_parse_reply(r, &b[i]->reply);
+            freeReplyObject(r);
+        }
+        m = retry;
+        if (m > 0) {
+            redisReply *r = redisCommand(pp->c, "SCRIPT LOAD %s", sr_script);
+
+            if (r == NULL)
+                goto broken;
+            if (r->type == REDIS_REPLY_STRING && r->len < (int)sizeof(pp->sha))
+                memcpy(pp->sha, r->str, (size_t)r->len + 1);
+            else
+                for (size_t i = 0; i < m; i++)
+                    b[i]->status = SR_ERROR;
+            freeReplyObject(r);
+        }
+    }
+    return;
+broken:
+    /* a sync context that timed out mid-pipeline is out of step: drop it */
+    sr_drop(pp);
+}
+
+static void sr_deadline_ts(uint64_t deadline, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(deadline / 1000000000u);
+    ts->tv_nsec = (long)(deadline % 1000000000u);
+}
+
+/* Queue `call` and return its status once answered, or SR_DOWN at its
+ * deadline at the latest. */
+int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
+{
+    struct sr_pipe *pp = &t->pipe;
+    struct sr_call *batch[SR_BATCH_MAX];
+    pthread_condattr_t ca;
+    struct timespec ts;
+
+    /* the waits below are on CLOCK_MONOTONIC, the deadlines' clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&call->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    sr_deadline_ts(call->deadline, &ts);
+    call->next = NULL;
+    call->taken = call->done = call->lead = 0;
+    call->status = SR_DOWN;
+
+    pthread_mutex_lock(&pp->lock);
+    *pp->tail = call;
+    pp->tail = &call->next;
+    if (!pp->busy) {
+        pp->busy = 1;
+        call->lead = 1;
+    }
+    while (!call->done && !call->lead) {
+        if (call->taken) {
+            /* the leader's socket timeout is at most our deadline */
+            pthread_cond_wait(&call->cv, &pp->lock);
+            continue;
+        }
+        if (pthread_cond_timedwait(&call->cv, &pp->lock, &ts) == ETIMEDOUT && !call->taken &&
+            !call->done && !call->lead) {
+            /* still queued at the deadline: leave the queue, an outage */
+            struct sr_call **pc = &pp->head;
+
+            while (*pc != call)
+                pc = &(*pc)->next;
+            *pc = call->next;
+            if (pp->tail == &call->next)
+                pp->tail = pc;
+            call->done = 1;
+        }
+    }
+    while (call->lead) {
+        size_t n = 0;
+
+        while (pp->head != NULL && n < SR_BATCH_MAX) {
+            batch[n] = pp->head;
+            batch[n++]->taken = 1;
+            pp->head = pp->head->next;
+        }
+        if (pp->head == NULL)
+            pp->tail = &pp->head;
+        pthread_mutex_unlock(&pp->lock);
+        sr_send(t, batch, n);
+        pthread_mutex_lock(&pp->lock);
+        for (size_t i = 0; i < n; i++) {
+            batch[i]->done = 1;
+            /* under the lock: the waiter cannot return (and free its
+             * stack) before we are done with its call */
+            if (batch[i] != call)
+                pthread_cond_signal(&batch[i]->cv);
+        }
+        if (!call->done)
+            continue; /* more than SR_BATCH_MAX queued ahead of us */
+        call->lead = 0;
+        if (pp->head != NULL) {
+            pp->head->lead = 1;
+            pthread_cond_signal(&pp->head->cv);
+        } else {
+            pp->busy = 0;
+        }
+    }
+    pthread_mutex_unlock(&pp->lock);
+    pthread_cond_destroy(&call->cv);
+    return call->status;
+}
