@@ -191,29 +191,30 @@ static size_t head_end(struct conn *c)
 }
 
 /*
- * recv() into buf for a connection: > 0 bytes read, 0 wait for epoll (the
- * connection may be closed: *closed), and the connection is closed on EOF or
- * error.  Every read counts against the wakeup's budget.
+ * recv() into buf for a connection: the bytes read, or 0 when the caller must
+ * return and wait for epoll (the connection is closed on EOF or error, and
+ * must not be touched then).  Every read counts against the wakeup's budget.
  */
-static ssize_t conn_recv(struct server *s, struct conn *c, void *buf, size_t len, int *reads,
-                         bool *closed)
+static ssize_t conn_recv(struct server *s, struct conn *c, void *buf, size_t len, int *reads)
 {
     ssize_t n;
 
-    *closed = false;
-    if ((*reads)++ >= READ_BUDGET) /* level-triggered: epoll reports it again */
-        return conn_want(s, c, EPOLLIN) ? 0 : (*closed = true, 0);
+    if ((*reads)++ >= READ_BUDGET) { /* level-triggered: epoll reports it again */
+        conn_want(s, c, EPOLLIN);
+        return 0;
+    }
     do
         n = recv(c->fd, buf, len, 0);
     while (n < 0 && errno == EINTR);
     if (n > 0)
         return n;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return conn_want(s, c, EPOLLIN) ? 0 : (*closed = true, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        conn_want(s, c, EPOLLIN);
+        return 0;
+    }
     if (n < 0 && errno != ECONNRESET)
         perror("recv");
     conn_close(s, c);
-    *closed = true;
     return 0;
 }
 
@@ -222,7 +223,6 @@ static void conn_run(struct server *s, struct conn *c)
 {
     char scratch[4096];
     int reads = 0;
-    bool closed;
     ssize_t n;
 
     for (;;) {
@@ -243,7 +243,7 @@ static void conn_run(struct server *s, struct conn *c)
                 conn_arm(s, c);
                 continue;
             }
-            n = conn_recv(s, c, c->in + c->in_len, sizeof(c->in) - c->in_len, &reads, &closed);
+            n = conn_recv(s, c, c->in + c->in_len, sizeof(c->in) - c->in_len, &reads);
             if (n == 0)
                 return;
             c->in_len += (size_t)n;
@@ -257,7 +257,7 @@ static void conn_run(struct server *s, struct conn *c)
             }
             n = conn_recv(s, c, scratch,
                           c->body_left < sizeof(scratch) ? c->body_left : sizeof(scratch),
-                          &reads, &closed);
+                          &reads);
             if (n == 0)
                 return;
             c->body_left -= (uint64_t)n;
@@ -296,7 +296,7 @@ static void conn_run(struct server *s, struct conn *c)
             conn_close(s, c);
             return;
         case C_LINGER:
-            n = conn_recv(s, c, scratch, sizeof(scratch), &reads, &closed);
+            n = conn_recv(s, c, scratch, sizeof(scratch), &reads);
             if (n == 0)
                 return;
             break;
