@@ -1,2 +1,281 @@
-/* placeholder: being written */
-int main(void) { return 77; }
+/*
+ * Ranges: every configuration sluice accepts decides correctly over the
+ * range it documents (enum sluice_algo in sluice.h, the algo_*.c files); one
+ * whose range would be too small is refused with -EINVAL instead of
+ * wrapping.  A key is filled, then asked from times behind its latest
+ * admission (up to the documented range: decided as at that latest time,
+ * never admitting more) and from times ahead (hours to years: an idle key
+ * reads as fresh), each compared with the serial model (test/model.h).
+ * The reported cases: GCRA at 1,000,000,007/s; approximate sliding at 2^26
+ * and 2^27-1 (idle 300-500 s); fixed and sliding windows at 2^46.
+ */
+#include "helpers.h"
+#include "internal.h"
+#include "model.h"
+
+#define HOUR (3600 * NS_PER_S)
+#define DAY (24 * HOUR)
+#define YEAR (365 * DAY)
+
+/* The documented ranges (sluice.h): windows both ways, GCRA behind. */
+#define WIN_RANGE (UINT64_C(1) << 55)
+#define GCRA_RANGE (UINT64_C(1) << 50)
+#define GCRA_TAU_MAX ((UINT64_C(1) << 52) - GCRA_RANGE - 1)
+
+static struct sluice_limit mk(enum sluice_algo a, uint64_t count, uint64_t period, uint64_t burst,
+                              uint64_t precision)
+{
+    struct sluice_limit d = {.algo = a, .count = count, .period_ns = period, .burst = burst,
+                             .precision_ns = precision};
+    return d;
+}
+
+static int accepts(struct sluice_limit d)
+{
+    struct sluice_policy p = {.nlimits = 1, .limits = {d}};
+    struct sluice_config cfg;
+    sluice_t *l = NULL;
+    int rc;
+
+    sluice_config_init(&cfg);
+    cfg.policy = p;
+    rc = sluice_create(&cfg, &l);
+    sluice_destroy(l);
+    return rc;
+}
+
+struct run {
+    const char *what;
+    struct sluice_limit d;      /* as configured */
+    struct sluice_limit md;     /* what the model decides (GCRA's rounded T) */
+    sluice_t *l;
+    struct m_key *k;
+    uint64_t last;              /* latest admission */
+};
+
+/* The time sluice decides a request at t (behind `last`) as: GCRA at t itself
+ * (its TAT is exact in time: more conservative than at last), the windows at
+ * the latest admission's window (approximate: its start). */
+static uint64_t decided_at(const struct run *r, uint64_t t)
+{
+    uint64_t P = r->d.period_ns;
+
+    if (r->d.algo == SLUICE_GCRA || t >= r->last)
+        return t;
+    if (r->d.algo == SLUICE_APPROX_SLIDING)
+        return t / P == r->last / P ? t : r->last / P * P;
+    return r->last;
+}
+
+static uint64_t cap_of(const struct sluice_limit *d)
+{
+    return d->algo == SLUICE_GCRA ? m_burst(d) : d->count;
+}
+
+/* A peek at t must decide as the model at decided_at(t): cost 1, exactly
+ * the model's remaining, and one more. */
+static void check_at(struct run *r, uint64_t t, const char *when, uint64_t off)
+{
+    uint64_t te = decided_at(r, t), rem = 0, costs[3];
+    int fits0 = m_fits(&r->md, &r->k->lim[0], te, 0, &rem);
+
+    (void)fits0;
+    costs[0] = 1;
+    costs[1] = rem;
+    costs[2] = rem + 1;
+    for (unsigned i = 0; i < 3; i++) {
+        uint64_t c = costs[i], mrem;
+        struct sluice_result res;
+        if (c == 0 || c > cap_of(&r->d))
+            continue;
+        int want = m_fits(&r->md, &r->k->lim[0], te, c, &mrem) ? SLUICE_ALLOW : SLUICE_DENY;
+        int got = sluice_peek_at(r->l, "k", 1, c, t, &res);
+        if (got != want) {
+            fprintf(stderr, "%s: %s by %llu ns (t %llu, last %llu): cost %llu got %d, model %d\n",
+                    r->what, when, (unsigned long long)off, (unsigned long long)t,
+                    (unsigned long long)r->last, (unsigned long long)c, got, want);
+            t_failures++;
+        }
+    }
+}
+
+static void acquire(struct run *r, uint64_t t, uint64_t cost)
+{
+    struct sluice_policy mp = {.nlimits = 1, .limits = {r->md}};
+    uint64_t rem;
+    unsigned mb;
+    int want = m_acquire(&mp, r->k, t, cost, &mb, &rem);
+    int got = sluice_acquire_at(r->l, "k", 1, cost, t, NULL);
+
+    if (got != want) {
+        fprintf(stderr, "%s: acquire %llu at %llu (last %llu): got %d, model %d\n", r->what,
+                (unsigned long long)cost, (unsigned long long)t, (unsigned long long)r->last, got,
+                want);
+        t_failures++;
+    }
+    if (got == SLUICE_ALLOW)
+        r->last = t;
+}
+
+/*
+ * Fill the key at t0, look from every `behind` offset (those within the
+ * documented range), then jump ahead by each `ahead` offset in turn,
+ * filling again and looking behind again from there.
+ */
+static void run_range(const char *what, struct sluice_limit d, struct sluice_limit md, uint64_t t0,
+                      const uint64_t *behind, size_t nb, const uint64_t *ahead, size_t na)
+{
+    static struct m_key k;
+    struct sluice_config cfg;
+    struct run r = {what, d, md, NULL, &k, 0};
+    int rc;
+
+    memset(&k, 0, sizeof(k));
+    sluice_config_init(&cfg);
+    cfg.policy.nlimits = 1;
+    cfg.policy.limits[0] = d;
+    rc = sluice_create(&cfg, &r.l);
+    if (rc != 0) {
+        fprintf(stderr, "%s: refused (%d), expected to be accepted\n", what, rc);
+        t_failures++;
+        return;
+    }
+    for (size_t a = 0; a <= na; a++) {
+        uint64_t t = a == 0 ? t0 : r.last + ahead[a - 1];
+        if (a > 0)
+            check_at(&r, t, "ahead", ahead[a - 1]);
+        acquire(&r, t, cap_of(&d));
+        for (size_t b = 0; b < nb; b++)
+            if (behind[b] <= r.last)
+                check_at(&r, r.last - behind[b], "behind", behind[b]);
+        /* and half spent: the remaining is what must match */
+        check_at(&r, r.last, "at", 0);
+    }
+    sluice_destroy(r.l);
+}
+
+/* ---- GCRA ----------------------------------------------------------------- */
+
+static void test_gcra(void)
+{
+    const uint64_t behind[] = {1, 7 * NS_PER_S / 2, HOUR, DAY, 12 * DAY, GCRA_RANGE};
+    const uint64_t ahead[] = {1, HOUR, DAY, 30 * DAY, YEAR, 10 * YEAR, 100 * YEAR};
+    const uint64_t ahead_q[] = {1, HOUR, DAY, 30 * DAY, UINT64_C(1) << 52};
+    uint64_t t0 = 1000000 * NS_PER_S;
+
+    /* The reported case: 1,000,000,007 per second admitted a whole extra
+     * burst 3.5 s behind the latest admission.  T cannot be kept exactly in
+     * a word that reads 13 days back: it is rounded up to
+     * ceil(1e9 * 1024 / 1000000007) / 1024 = 1 ns (documented), which the
+     * model decides as 1 per ns with the same burst. */
+    run_range("gcra 1000000007/s", mk(SLUICE_GCRA, 1000000007, NS_PER_S, 0, 0),
+              mk(SLUICE_GCRA, 1, 1, 1000000007, 0), t0, behind, 6, ahead, 7);
+    /* the same with a small burst: half a second of tolerance */
+    run_range("gcra 1000000007/s burst 5e8", mk(SLUICE_GCRA, 1000000007, NS_PER_S, 500000000, 0),
+              mk(SLUICE_GCRA, 1, 1, 500000000, 0), t0, behind, 6, ahead, 7);
+
+    /* Exact T with the most fraction bits (q = 1024) and the largest
+     * tolerance: the word's range is smallest here. */
+    uint64_t bmax = (uint64_t)(((m_u128)GCRA_TAU_MAX * 1024) / 1023);
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1024, 1023, bmax, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1024, 1023, bmax + 1, 0)), -EINVAL);
+    run_range("gcra q=1024 largest burst", mk(SLUICE_GCRA, 1024, 1023, bmax, 0),
+              mk(SLUICE_GCRA, 1024, 1023, bmax, 0), UINT64_C(1) << 53, behind, 6, ahead_q, 5);
+    run_range("gcra q=1024 burst 1000", mk(SLUICE_GCRA, 1024, 1023, 1000, 0),
+              mk(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 6, ahead_q, 5);
+    /* q = 1025 is rounded to 1/1024 ns: 1 per ns * 1025 / 1024 */
+    run_range("gcra 1025 per ns", mk(SLUICE_GCRA, 1025, 1, 0, 0), mk(SLUICE_GCRA, 1024, 1, 1025, 0),
+              t0, behind, 6, ahead_q, 5);
+
+    /* The largest tolerance with T whole: accepted and right; one more ns refused. */
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1, GCRA_TAU_MAX + 1, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10), 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10) + 1, 0)),
+             -EINVAL);
+    run_range("gcra 1 per 39 days", mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
+              mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), UINT64_C(1) << 56, behind, 6, ahead, 7);
+    /* a monthly quota with its whole month as burst still fits */
+    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1000, 30 * DAY, 0, 0)), 0);
+}
+
+/* ---- windows ---------------------------------------------------------------- */
+
+static const uint64_t wbehind[] = {1, NS_PER_S, 300 * NS_PER_S, HOUR, DAY, 300 * DAY, WIN_RANGE};
+static const uint64_t wahead[] = {300 * NS_PER_S, 400 * NS_PER_S, 500 * NS_PER_S, HOUR, DAY,
+                                  300 * DAY, YEAR, WIN_RANGE};
+#define NWB (sizeof(wbehind) / sizeof(wbehind[0]))
+#define NWA (sizeof(wahead) / sizeof(wahead[0]))
+
+static void window_case(const char *what, struct sluice_limit d)
+{
+    run_range(what, d, d, 1000000 * NS_PER_S + 123456789, wbehind, NWB, wahead, NWA);
+}
+
+/* A reported configuration: refused, or (were it accepted) right. */
+static void refused_or_right(const char *what, struct sluice_limit d)
+{
+    int rc = accepts(d);
+
+    CHECK_EQ(rc, -EINVAL);
+    if (rc == 0)
+        window_case(what, d);
+}
+
+static void test_approx(void)
+{
+    /* reported: 2^26 admitted a fresh window a few hundred windows back;
+     * 2^27-1 denied a key idle 300-500 s.  Too many counter bits for the
+     * index a 1 s window needs: refused. */
+    refused_or_right("approx 2^26 per s", mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 26, NS_PER_S, 0, 0));
+    refused_or_right("approx 2^27-1 per s",
+                     mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, NS_PER_S, 0, 0));
+    /* boundary at 1 s: 2^18 - 1 (documented) */
+    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 18, NS_PER_S, 0, 0)), -EINVAL);
+    window_case("approx 2^18-1 per s", mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0));
+    window_case("approx 100 per s", mk(SLUICE_APPROX_SLIDING, 100, NS_PER_S, 0, 0));
+    /* 2^27-1 fits a 2-day window */
+    window_case("approx 2^27-1 per 2 days",
+                mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, 2 * DAY, 0, 0));
+    /* 1 ns windows: the index takes nearly the whole word */
+    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, 7, 1, 0, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, 8, 1, 0, 0)), -EINVAL);
+    window_case("approx 7 per ns", mk(SLUICE_APPROX_SLIDING, 7, 1, 0, 0));
+}
+
+static void test_fixed_sliding(void)
+{
+    /* reported: 2^46 and up admitted a full fresh window a few hundred
+     * windows back.  At 1 s the index needs 27 bits: counts below 2^36. */
+    refused_or_right("fixed 2^46 per s", mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
+    refused_or_right("sliding 2^46 per s",
+                     mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
+    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 36, NS_PER_S, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 36, 10 * NS_PER_S, 0, NS_PER_S)), -EINVAL);
+    window_case("fixed 2^36-1 per s", mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0));
+    window_case("sliding 2^36-1 per 10 s",
+                mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S));
+    /* 2^46 fits windows of 2^41 ns (37 min), not of 2^40 */
+    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 40, 0, 0)), -EINVAL);
+    window_case("fixed 2^46 per 2^41 ns",
+                mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 41, 0, 0));
+    window_case("sliding 2^46 per 2^44 ns",
+                mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 44, 0, UINT64_C(1) << 41));
+    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 64, 1, 0, 0)), -EINVAL);
+    window_case("fixed 63 per ns", mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0));
+    window_case("sliding 20 per s at 1 ms",
+                mk(SLUICE_SLIDING_WINDOW, 20, NS_PER_S, 0, NS_PER_S / 1000));
+    window_case("log 100 per s", mk(SLUICE_SLIDING_LOG, 100, NS_PER_S, 0, 0));
+}
+
+int main(void)
+{
+    test_gcra();
+    test_approx();
+    test_fixed_sliding();
+    return t_done("ranges");
+}
