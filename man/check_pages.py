@@ -2,7 +2,7 @@
 """Every public function has a manual page that renders without warnings.
 
 For every sluice_* function declared in the given headers (names followed
-by '(' outside comments), man/NAME.3 must exist and be listed for
+by '(' outside comments; names ending in '_' are private helpers), man/NAME.3 must exist and be listed for
 installation in man/meson.build, either a page or a
 ".so man3/OTHER.3" link to one in the same directory.  Every page in the
 directory must render without warnings under `groff -man -ww -z` and
@@ -25,7 +25,9 @@ def declared(header):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     text = re.sub(r"^\s*#[^\n]*(\\\n[^\n]*)*", " ", text, flags=re.M)  # macros
-    return set(re.findall(r"\b(sluice_[A-Za-z0-9_]+)\s*\(", text))
+    # names ending in '_' are private helpers of header-only glue
+    return {n for n in re.findall(r"\b(sluice_[A-Za-z0-9_]+)\s*\(", text)
+            if not n.endswith("_")}
 
 
 def so_target(path):
