@@ -27,9 +27,10 @@
  * until then the same host denies that key without asking Redis (other
  * hosts can only push the TAT later), so repeated denials stay in-process.
  *
- * Concurrency: callers of one tier share its connection.  Calls that arrive
- * while a round trip is in flight go out together as the next pipeline, so
- * throughput grows with the number of callers.
+ * Concurrency: callers of one tier share its connections (`connections`,
+ * default 2).  Calls that arrive while round trips are in flight go out
+ * together as the next pipeline, so throughput grows with the number of
+ * callers.
  *
  * Failures: Redis unreachable or slower than timeout_ns is an outage: the
  * call is decided by fail_open (ALLOW) or not (DENY), result.flags says so
@@ -93,6 +94,9 @@ struct sluice_redis_config {
     void (*log_fn)(void *log_ctx, int level, const char *msg);
     void *log_ctx;
     uint64_t log_interval_ns;
+    /* Synchronous connections, each with one pipelined round trip in
+     * flight at a time; default 2 (0: 2), at most 8. */
+    unsigned connections;
 };
 
 struct sluice_redis_stats {
@@ -113,7 +117,7 @@ SLUICE_REDIS_API void sluice_redis_config_init(struct sluice_redis_config *cfg);
 /*
  * 0, or:
  *   -EINVAL  NULL argument, count, period_ns or timeout_ns 0, NULL host or
- *            prefix, a prefix with '{' or '}' (it would take the hash tag
+ *            prefix, connections above 8, a prefix with '{' or '}' (it would take the hash tag
  *            away from the keys), or a limit the script cannot keep exact
  *            (1000 * count / gcd(period_ns, 1000 * count) or
  *            (2 * burst + 1) * period_ns / gcd(...) at 2^53 or more, or a

@@ -1,10 +1,11 @@
 /*
- * The synchronous connection, shared by concurrent callers by combining:
- * a caller that finds no round trip in flight becomes the leader, takes
- * every queued call (its own included), sends them as one pipeline and
- * reads the replies with no lock held; calls arriving meanwhile queue up,
- * and when the leader is done it hands the connection to the first of them,
- * which sends the next batch.  One caller alone pays one round trip as
+ * The synchronous connections, shared by concurrent callers by combining:
+ * a caller that finds a connection idle becomes its leader, takes every
+ * queued call (its own included), sends them as one pipeline and reads the
+ * replies with no lock held; calls arriving while every connection is busy
+ * queue up, and a leader that is done hands its connection to the first of
+ * them, which sends the next batch.  Two connections keep Redis busy while
+ * one leader wakes its callers and hands over.  One caller alone pays one round trip as
  * before; n callers share round trips, so Redis's per-command cost (not the
  * network latency) bounds the throughput.
  *
@@ -30,30 +31,31 @@ static struct timeval sr_tv(uint64_t ns)
                             .tv_usec = (suseconds_t)(ns % 1000000000u / 1000u)};
 }
 
-int sr_pipe_init(struct sr_pipe *pp)
+int sr_pipe_init(struct sr_pipe *pp, unsigned nconn)
 {
     memset(pp, 0, sizeof(*pp));
     pp->tail = &pp->head;
+    pp->nconn = nconn;
     return pthread_mutex_init(&pp->lock, NULL) == 0 ? 0 : -ENOMEM;
 }
 
 void sr_pipe_destroy(struct sr_pipe *pp)
 {
-    if (pp->c != NULL)
-        redisFree(pp->c);
+    for (unsigned i = 0; i < pp->nconn; i++)
+        if (pp->conn[i].c != NULL)
+            redisFree(pp->conn[i].c);
     pthread_mutex_destroy(&pp->lock);
 }
 
-static void sr_drop(struct sr_pipe *pp)
+static void sr_drop(struct sr_conn *pp)
 {
     redisFree(pp->c);
     pp->c = NULL;
 }
 
 /* Leader only.  A connection with the script loaded, within `deadline`. */
-static int sr_connect(struct sluice_redis *t, uint64_t deadline)
+static int sr_connect(struct sluice_redis *t, struct sr_conn *pp, uint64_t deadline)
 {
-    struct sr_pipe *pp = &t->pipe;
     uint64_t now = sr_now();
     struct timeval tv;
     redisReply *r;
@@ -89,9 +91,9 @@ static int sr_noscript(const redisReply *r)
 
 /* Leader only, no lock held: one pipeline for calls b[0..n), and a second
  * one for those that met NOSCRIPT (Redis restarted or flushed its scripts). */
-static void sr_send(struct sluice_redis *t, struct sr_call *const *batch, size_t n)
+static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *const *batch,
+                    size_t n)
 {
-    struct sr_pipe *pp = &t->pipe;
     struct sr_call *b[SR_BATCH_MAX]; /* the calls still to answer */
     uint64_t now = sr_now(), deadline = UINT64_MAX;
     size_t m = 0, retry;
@@ -104,7 +106,7 @@ static void sr_send(struct sluice_redis *t, struct sr_call *const *batch, size_t
             deadline = batch[i]->deadline;
         b[m++] = batch[i];
     }
-    if (m == 0 || sr_connect(t, deadline) != 0)
+    if (m == 0 || sr_connect(t, pp, deadline) != 0)
         return;
     now = sr_now();
     if (now >= deadline || redisSetTimeout(pp->c, sr_tv(deadline - now)) != REDIS_OK)
@@ -172,16 +174,19 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
     pthread_condattr_destroy(&ca);
     sr_deadline_ts(call->deadline, &ts);
     call->next = NULL;
-    call->taken = call->done = call->lead = 0;
+    call->taken = call->done = 0;
+    call->lead = NULL;
     call->status = SR_DOWN;
 
     pthread_mutex_lock(&pp->lock);
     *pp->tail = call;
     pp->tail = &call->next;
-    if (!pp->busy) {
-        pp->busy = 1;
-        call->lead = 1;
-    }
+    for (unsigned i = 0; i < pp->nconn && pp->head == call; i++)
+        if (!pp->conn[i].busy) { /* an idle connection: lead it now */
+            pp->conn[i].busy = 1;
+            call->lead = &pp->conn[i];
+            break;
+        }
     while (!call->done && !call->lead) {
         if (call->taken) {
             /* the leader's socket timeout is at most our deadline */
@@ -212,7 +217,7 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
         if (pp->head == NULL)
             pp->tail = &pp->head;
         pthread_mutex_unlock(&pp->lock);
-        sr_send(t, batch, n);
+        sr_send(t, call->lead, batch, n);
         pthread_mutex_lock(&pp->lock);
         for (size_t i = 0; i < n; i++) {
             batch[i]->done = 1;
@@ -223,13 +228,13 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
         }
         if (!call->done)
             continue; /* more than SR_BATCH_MAX queued ahead of us */
-        call->lead = 0;
         if (pp->head != NULL) {
-            pp->head->lead = 1;
+            pp->head->lead = call->lead;
             pthread_cond_signal(&pp->head->cv);
         } else {
-            pp->busy = 0;
+            call->lead->busy = 0;
         }
+        call->lead = NULL;
     }
     pthread_mutex_unlock(&pp->lock);
     pthread_cond_destroy(&call->cv);

@@ -24,6 +24,7 @@ SR_API void sluice_redis_config_init(struct sluice_redis_config *cfg)
     cfg->timeout_ns = 50000000u;
     cfg->reconnect_ns = 1000000000u;
     cfg->log_interval_ns = 10000000000u;
+    cfg->connections = 2;
 }
 
 SR_API int sluice_redis_create(const struct sluice_redis_config *cfg, sluice_redis_t **out)
@@ -33,7 +34,7 @@ SR_API int sluice_redis_create(const struct sluice_redis_config *cfg, sluice_red
 
     if (cfg == NULL || out == NULL || cfg->count == 0 || cfg->period_ns == 0 ||
         cfg->timeout_ns == 0 || cfg->host == NULL || cfg->prefix == NULL ||
-        strpbrk(cfg->prefix, "{}") != NULL)
+        strpbrk(cfg->prefix, "{}") != NULL || cfg->connections > SR_CONNS_MAX)
         return -EINVAL;
     t = calloc(1, sizeof(*t));
     if (t == NULL)
@@ -54,7 +55,7 @@ SR_API int sluice_redis_create(const struct sluice_redis_config *cfg, sluice_red
     t->host = strdup(cfg->host);
     t->prefix = strdup(cfg->prefix);
     t->plen = strlen(cfg->prefix);
-    if (t->host == NULL || t->prefix == NULL || sr_pipe_init(&t->pipe) != 0) {
+    if (t->host == NULL || t->prefix == NULL || sr_pipe_init(&t->pipe, cfg->connections ? cfg->connections : 2) != 0) {
         free(t->host);
         free(t->prefix);
         free(t);

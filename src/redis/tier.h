@@ -18,6 +18,7 @@
 #define SR_LEASE_BUCKETS 1024
 #define SR_LEASE_LOCKS 64 /* stripes: a lease hit takes one short lock */
 #define SR_BATCH_MAX 256  /* calls in one pipelined round trip at most */
+#define SR_CONNS_MAX 8
 
 /* The script's integer parameters: T = p/q us per unit, tau = burst * T. */
 struct sr_params {
@@ -50,19 +51,25 @@ struct sr_call {
     int status;       /* SR_OK, SR_DOWN, SR_ERROR; valid once done */
     int taken;        /* in a batch that a leader is sending */
     int done;
-    int lead;         /* handed the connection: send the next batch */
+    struct sr_conn *lead; /* handed a connection: send the next batch */
     pthread_cond_t cv;
 };
 
-/* The synchronous connection: one leader does the I/O of a batch while
- * later callers queue up for the next one. */
+/* One synchronous connection; all but `busy` belong to its leader. */
+struct sr_conn {
+    int busy;              /* a leader owns it (under sr_pipe.lock) */
+    redisContext *c;
+    uint64_t next_connect;
+    char sha[41];          /* of sr_script as loaded */
+};
+
+/* The synchronous connections: a leader per connection does the I/O of a
+ * batch while later callers queue up for the next one. */
 struct sr_pipe {
-    pthread_mutex_t lock;       /* the fields below; never held during I/O */
+    pthread_mutex_t lock;  /* the queue and the busy flags; never held during I/O */
     struct sr_call *head, **tail;
-    int busy;                   /* a leader owns c */
-    redisContext *c;            /* touched only by the leader */
-    uint64_t next_connect;      /* leader only */
-    char sha[41];               /* of sr_script as loaded; leader only */
+    unsigned nconn;
+    struct sr_conn conn[SR_CONNS_MAX];
 };
 
 struct sr_lease {
@@ -100,7 +107,7 @@ uint64_t sr_now(void);
 int sr_params_init(struct sr_params *par, uint64_t count, uint64_t period_ns, uint64_t burst);
 int sr_parse_reply(const redisReply *r, struct sr_reply *out);
 
-int sr_pipe_init(struct sr_pipe *pp);
+int sr_pipe_init(struct sr_pipe *pp, unsigned nconn);
 void sr_pipe_destroy(struct sr_pipe *pp);
 int sr_pipe_call(struct sluice_redis *t, struct sr_call *call);
 
