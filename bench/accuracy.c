@@ -72,7 +72,7 @@ void bench_accuracy(const struct options *o)
     snprintf(path, sizeof(path), "%s/accuracy.csv", o->out);
     csv = fopen(path, "w");
     if (csv)
-        fprintf(csv, "pattern,algo,t_s,admitted_in_trailing_1s\n");
+        fprintf(csv, "pattern,algo,t_s,admitted_in_trailing_1s,offered_in_trailing_1s\n");
     printf("\nAccuracy: limit %d/s, %d s simulated; most admitted in any 1 s interval "
            "(total admitted)\n",
            LIMIT, SIM_SECONDS);
@@ -97,14 +97,20 @@ void bench_accuracy(const struct options *o)
             }
             printf(" %7zu (%5zu)", worst, na);
             /* units admitted in the trailing second, every 5 ms: the number
-             * a true sliding limit of 100/s holds at or under 100 */
-            for (size_t i = 0, j = 0, t = 0; csv && t <= SIM_SECONDS * 200; t++) {
-                uint64_t at = t * (NS_PER_S / 200);
+             * a true sliding limit of 100/s holds at or under 100; next to
+             * it the units offered, so the plot shows what was refused */
+            for (size_t i = 0, j = 0, oi = 0, oj = 0, s = 0; csv && s <= SIM_SECONDS * 200; s++) {
+                uint64_t at = s * (NS_PER_S / 200);
                 while (i < na && adm[i] <= at)
                     i++;
                 while (j < i && adm[j] + NS_PER_S <= at)
                     j++;
-                fprintf(csv, "%d,%s,%.3f,%zu\n", p, algo_name(a), (double)at / 1e9, i - j);
+                while (oi < n && t[oi] <= at)
+                    oi++;
+                while (oj < oi && t[oj] + NS_PER_S <= at)
+                    oj++;
+                fprintf(csv, "%d,%s,%.3f,%zu,%zu\n", p, algo_name(a), (double)at / 1e9, i - j,
+                        oi - oj);
             }
             sluice_destroy(l);
         }

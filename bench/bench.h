@@ -10,6 +10,10 @@
 
 #define KEY_LEN 16
 #define NS_PER_S UINT64_C(1000000000)
+/* Simulated time between one thread's decisions in the throughput cases. */
+#define STEP_NS 100
+/* One decision in SAMPLE_EVERY is timed alone for the percentiles. */
+#define SAMPLE_EVERY 256
 
 /* DIST_SPLIT: uniform over a disjoint share of the keys per thread. */
 enum dist { DIST_HOT, DIST_UNIFORM, DIST_ZIPF, DIST_SPLIT, DIST_COUNT };
@@ -23,8 +27,13 @@ enum engine {
     ENG_CAS_FLOOR,     /* floor: one CAS on a preallocated word, no lookup, no clock */
 };
 
+/* The parts of a run, selectable with --only. */
+enum part { PART_BASELINES, PART_ALGORITHMS, PART_MEMORY, PART_REAP, PART_ACCURACY, PART_RACE,
+            PART_COUNT };
+
 struct options {
     const char *out;
+    bool part_on[PART_COUNT];
     unsigned threads[4], nthreads;
     uint64_t keys[4];
     unsigned nkeys;
@@ -32,7 +41,7 @@ struct options {
     bool dists[DIST_COUNT];
     uint64_t ops;         /* decisions per thread per case */
     uint64_t cost;
-    bool csv_only, plots, quick;
+    bool plots, quick;
 };
 
 struct keyset {

@@ -11,8 +11,6 @@
 
 #include "bench.h"
 
-#define STEP_NS 100
-#define SAMPLE_EVERY 256
 #define STREAM_LEN (UINT64_C(1) << 20)
 
 const char *algo_name(enum sluice_algo a)
