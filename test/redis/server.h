@@ -15,6 +15,23 @@
 
 #include "helpers.h"
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+
+/* How much slower than a plain build this one runs: wait bounds checked
+ * against a timeout get this much slack (valgrind, sanitizers). */
+static inline uint64_t slow_factor(void)
+{
+#ifdef RUNNING_ON_VALGRIND
+    if (RUNNING_ON_VALGRIND)
+        return 20;
+#endif
+    return t_scale(1, NULL) < 1.0 ? 4 : 1;
+}
+
 static int port;
 static pid_t server;
 static char dir[] = "/tmp/sluice-redis-XXXXXX";
