@@ -6,16 +6,17 @@
  * total units ever admitted N, w[2] and w[3] the "excess" (below),
  * w[4..4+count) a ring of the last `count` timestamps, unit j at slot
  * j mod count, in time order (times older than the newest are stamped as
- * the newest).
+ * the newest).  Decisions read a consistent snapshot seqlock-style and
+ * write nothing when they deny; an admission takes the per-key sequence by
+ * CAS, so it is guarded per key rather than lock-free.  The check is O(1):
+ * the cost fits iff the (count - cost + 1)-th newest unit has left the
+ * window.
  * Excess: a policy change to a lower count keeps every unit still in the
  * window: those the smaller ring cannot hold are counted in w[2], all
  * stamped w[3] (the newest of them: later than the truth, so more spent).
  * They are older than the ring, so they never change a decision of this
- * count; they come back into the ring when a later change raises it.  Decisions read a consistent
- * snapshot seqlock-style and write nothing when they deny; an admission takes
- * the per-key sequence by CAS, so it is guarded per key rather than
- * lock-free.  The check is O(1): the cost fits iff the
- * (count - cost + 1)-th newest unit has left the window.
+ * count; they come back into the ring when a later change raises it.
+ * Range: stamps are absolute times, read the same from any time.
  * Memory: 8 bytes per unit of count, plus 32, per key.
  */
 #include "internal.h"

@@ -110,7 +110,8 @@ static uint64_t run_flips(const struct sluice_policy *a, const struct sluice_pol
             if (how == VIA_SET_POLICY)
                 rc = sluice_set_policy(l, next);
             else if (how == VIA_OVERRIDE_CLEAR)
-                rc = next == a ? sluice_override_clear(l, "k", 1) : sluice_override_set(l, "k", 1, next);
+                rc = next == a ? sluice_override_clear(l, "k", 1)
+                               : sluice_override_set(l, "k", 1, next);
             else
                 rc = sluice_override_set(l, "k", 1, next);
             CHECK_EQ(rc, 0);
@@ -144,7 +145,8 @@ static uint64_t run_flips(const struct sluice_policy *a, const struct sluice_pol
             if (got != want) {
                 if (mismatches++ < 2)
                     fprintf(stderr, "%s: flip %d try %d cost %llu now %llu: got %d, model %d\n",
-                            what, f, i, (unsigned long long)cost, (unsigned long long)now, got, want);
+                            what, f, i, (unsigned long long)cost, (unsigned long long)now, got,
+                            want);
                 /* at one instant keep going: the total admitted is the point */
                 bad = step != 0;
             }
@@ -166,7 +168,8 @@ static void test_one_instant(void)
         for (int how = 0; how < NHOW; how++) {
             /* GCRA: the lowered limit also has a smaller burst (tolerance) */
             struct sluice_policy hi = pol1(lim(algos[k], 20, NS_PER_S, 0));
-            struct sluice_policy lo = pol1(lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
+            struct sluice_policy lo =
+                pol1(lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
             char what[96];
             snprintf(what, sizeof(what), "one instant %s via %s", names[k], hows[how]);
             uint64_t n = run_flips(&hi, &lo, (enum flip_how)how, 10, 40, 0, k, what);
@@ -187,10 +190,13 @@ static void test_advancing(double scale)
         for (int how = 0; how < NHOW; how++)
             for (int r = 0; r < rounds; r++) {
                 struct sluice_policy hi = pol1(lim(algos[k], 20, NS_PER_S, 0));
-                struct sluice_policy lo = pol1(lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
+                struct sluice_policy lo =
+                    pol1(lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
                 char what[96];
-                snprintf(what, sizeof(what), "advancing %s via %s round %d", names[k], hows[how], r);
-                run_flips(&hi, &lo, (enum flip_how)how, 30, 15, NS_PER_S / 8, 100 + (uint64_t)r, what);
+                snprintf(what, sizeof(what), "advancing %s via %s round %d", names[k], hows[how],
+                         r);
+                run_flips(&hi, &lo, (enum flip_how)how, 30, 15, NS_PER_S / 8, 100 + (uint64_t)r,
+                          what);
             }
 }
 
@@ -213,9 +219,12 @@ static void test_multi(double scale)
             for (int r = 0; r < rounds; r++) {
                 char what[96];
                 snprintf(what, sizeof(what), "multi %s via %s round %d", names[k], hows[how], r);
-                run_flips(&a, &b, (enum flip_how)how, 20, 12, NS_PER_S / 6, 200 + (uint64_t)r, what);
-                run_flips(&a, &c, (enum flip_how)how, 20, 12, NS_PER_S / 6, 300 + (uint64_t)r, what);
-                uint64_t n = run_flips(&a, &b, (enum flip_how)how, 10, 40, 0, 400 + (uint64_t)r, what);
+                run_flips(&a, &b, (enum flip_how)how, 20, 12, NS_PER_S / 6, 200 + (uint64_t)r,
+                          what);
+                run_flips(&a, &c, (enum flip_how)how, 20, 12, NS_PER_S / 6, 300 + (uint64_t)r,
+                          what);
+                uint64_t n =
+                    run_flips(&a, &b, (enum flip_how)how, 10, 40, 0, 400 + (uint64_t)r, what);
                 CHECK(n <= 20);
             }
     }

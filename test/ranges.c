@@ -25,8 +25,8 @@
 static struct sluice_limit mk(enum sluice_algo a, uint64_t count, uint64_t period, uint64_t burst,
                               uint64_t precision)
 {
-    struct sluice_limit d = {.algo = a, .count = count, .period_ns = period, .burst = burst,
-                             .precision_ns = precision};
+    struct sluice_limit d = {
+        .algo = a, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
     return d;
 }
 
@@ -46,11 +46,11 @@ static int accepts(struct sluice_limit d)
 
 struct run {
     const char *what;
-    struct sluice_limit d;      /* as configured */
-    struct sluice_limit md;     /* what the model decides (GCRA's rounded T) */
+    struct sluice_limit d;  /* as configured */
+    struct sluice_limit md; /* what the model decides (GCRA's rounded T) */
     sluice_t *l;
     struct m_key *k;
-    uint64_t last;              /* latest admission */
+    uint64_t last; /* latest admission */
 };
 
 /* The time sluice decides a request at t (behind `last`) as: GCRA at t itself
@@ -203,7 +203,7 @@ static void test_gcra(void)
 
 static const uint64_t wbehind[] = {1, NS_PER_S, 300 * NS_PER_S, HOUR, DAY, 300 * DAY, WIN_RANGE};
 static const uint64_t wahead[] = {300 * NS_PER_S, 400 * NS_PER_S, 500 * NS_PER_S, HOUR, DAY,
-                                  300 * DAY, YEAR, WIN_RANGE};
+                                  300 * DAY,      YEAR,           WIN_RANGE};
 #define NWB (sizeof(wbehind) / sizeof(wbehind[0]))
 #define NWA (sizeof(wahead) / sizeof(wahead[0]))
 
@@ -227,13 +227,15 @@ static void test_approx(void)
     /* reported: 2^26 admitted a fresh window a few hundred windows back;
      * 2^27-1 denied a key idle 300-500 s.  Too many counter bits for the
      * index a 1 s window needs: refused. */
-    refused_or_right("approx 2^26 per s", mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 26, NS_PER_S, 0, 0));
+    refused_or_right("approx 2^26 per s",
+                     mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 26, NS_PER_S, 0, 0));
     refused_or_right("approx 2^27-1 per s",
                      mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, NS_PER_S, 0, 0));
     /* boundary at 1 s: 2^18 - 1 (documented) */
     CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0)), 0);
     CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 18, NS_PER_S, 0, 0)), -EINVAL);
-    window_case("approx 2^18-1 per s", mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0));
+    window_case("approx 2^18-1 per s",
+                mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0));
     window_case("approx 100 per s", mk(SLUICE_APPROX_SLIDING, 100, NS_PER_S, 0, 0));
     /* 2^27-1 fits a 2-day window */
     window_case("approx 2^27-1 per 2 days",
@@ -248,22 +250,26 @@ static void test_fixed_sliding(void)
 {
     /* reported: 2^46 and up admitted a full fresh window a few hundred
      * windows back.  At 1 s the index needs 27 bits: counts below 2^36. */
-    refused_or_right("fixed 2^46 per s", mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
+    refused_or_right("fixed 2^46 per s",
+                     mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
     refused_or_right("sliding 2^46 per s",
                      mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
     CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0)), 0);
     CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 36, NS_PER_S, 0, 0)), -EINVAL);
-    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 36, 10 * NS_PER_S, 0, NS_PER_S)), -EINVAL);
-    window_case("fixed 2^36-1 per s", mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0));
+    CHECK_EQ(
+        accepts(mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S)), 0);
+    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 36, 10 * NS_PER_S, 0, NS_PER_S)),
+             -EINVAL);
+    window_case("fixed 2^36-1 per s",
+                mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0));
     window_case("sliding 2^36-1 per 10 s",
                 mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S));
     /* 2^46 fits windows of 2^41 ns (37 min), not of 2^40 */
     CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 40, 0, 0)), -EINVAL);
     window_case("fixed 2^46 per 2^41 ns",
                 mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 41, 0, 0));
-    window_case("sliding 2^46 per 2^44 ns",
-                mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 44, 0, UINT64_C(1) << 41));
+    window_case("sliding 2^46 per 2^44 ns", mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46,
+                                               UINT64_C(1) << 44, 0, UINT64_C(1) << 41));
     CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0)), 0);
     CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 64, 1, 0, 0)), -EINVAL);
     window_case("fixed 63 per ns", mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0));
