@@ -1,0 +1,465 @@
+/*
+ * Linearizability checking of small sluice histories (test/linearize.c).
+ *
+ * A compact serial model of the contract, small enough to copy and hash at
+ * every step of Wing & Gong's search: at most LC_KEYS keys, policies of at
+ * most 2 limits, a handful of distinct times.  Window limits keep their
+ * admitted units as (time, units) events (model.h's recount, over a short
+ * array); GCRA keeps TAT * LC_D, which does not depend on the count, so a
+ * policy change keeps it exactly.  The search is Porcupine's: depth-first
+ * over the ops that may come next in real time, memoising the (linearized
+ * set, model state) pairs that led nowhere.
+ */
+#ifndef SLUICE_TEST_LINCHECK_H
+#define SLUICE_TEST_LINCHECK_H
+
+#include <errno.h>
+#include <string.h>
+
+#include "model.h"
+
+#define LC_KEYS 3
+#define LC_LIMITERS 2
+#define LC_POLS 4
+#define LC_EV 12
+#define LC_MAX_OPS 40
+#define LC_D UINT64_C(720720) /* lcm(1..16): GCRA counts divide it, so T * LC_D is whole */
+
+enum lc_kind { LC_ACQ, LC_PEEK, LC_ALL, LC_SETPOL, LC_OVSET, LC_OVCLR, LC_RESET, LC_REAP, LC_PROBE };
+
+struct lc_op {
+    enum lc_kind kind;
+    int key, lim, pid;    /* key slot; limiter (SETPOL, REAP); policy id (SETPOL, OVSET) */
+    int nk, keys[4];      /* LC_ALL: key slots as passed, duplicates included */
+    uint64_t cost, now;
+    long long rc;         /* observed: return code, or LC_PROBE's drained counts, 8 bits per key */
+    uint64_t inv, resp;   /* tickets */
+    int thread;
+    int transient_ok;     /* may see another call's reservation that is rolled back */
+    int leftover_ok;      /* a rollback of this call may leave charges behind */
+};
+
+struct lc_world {
+    struct sluice_policy pol[LC_POLS];
+    int npol, nkeys, key_lim[LC_KEYS], nlimiters;
+};
+
+struct lc_lim {
+    m_u128 tat;      /* GCRA: TAT * LC_D; 0 fresh */
+    uint64_t latest; /* windows: the latest time charged (the stored window) */
+    uint64_t n;
+    struct m_event ev[LC_EV];
+};
+
+struct lc_key {
+    struct lc_lim lim[2];
+    int64_t exists; /* 0 absent, 1 present, 2 present or reaped */
+    int64_t ovr;    /* override policy id, -1 none */
+    int64_t pol;    /* policy id the state is laid out for (-1: fresh, any) */
+};
+
+struct lc_state {
+    struct lc_key k[LC_KEYS];
+    int64_t def[LC_LIMITERS];
+};
+
+static inline uint64_t lc_cap(const struct sluice_policy *p)
+{
+    uint64_t cap = UINT64_MAX;
+    for (unsigned i = 0; i < p->nlimits; i++) {
+        uint64_t c = p->limits[i].algo == SLUICE_GCRA ? m_burst(&p->limits[i]) : p->limits[i].count;
+        cap = c < cap ? c : cap;
+    }
+    return cap;
+}
+
+static inline uint64_t lc_units(const struct lc_lim *s, uint64_t lo, uint64_t hi)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->ev[i].t >= lo && s->ev[i].t <= hi)
+            sum += s->ev[i].units;
+    return sum;
+}
+
+/* The time a limit decides `now` at: a time before the stored window (or
+ * sub-bucket, or newest log stamp) is decided in it; GCRA reads its TAT
+ * from any time, an earlier one only admitting less. */
+static inline uint64_t lc_eff(const struct sluice_limit *d, const struct lc_lim *s, uint64_t now)
+{
+    uint64_t P = d->period_ns, w;
+
+    if (s->n == 0 || now >= s->latest || d->algo == SLUICE_GCRA)
+        return now;
+    switch (d->algo) {
+    case SLUICE_FIXED_WINDOW:
+        return now / P == s->latest / P ? now : s->latest;
+    case SLUICE_APPROX_SLIDING:
+        return now / P == s->latest / P ? now : s->latest / P * P;
+    case SLUICE_SLIDING_WINDOW:
+        w = m_precision(d);
+        return now / w == s->latest / w ? now : s->latest;
+    default:
+        return s->latest;
+    }
+}
+
+static inline m_u128 lc_T(const struct sluice_limit *d)
+{
+    return (m_u128)d->period_ns * (LC_D / d->count);
+}
+
+static inline int lc_fits(const struct sluice_limit *d, const struct lc_lim *s, uint64_t now,
+                          uint64_t cost)
+{
+    uint64_t c = d->count, P = d->period_ns, t = lc_eff(d, s, now), used;
+
+    switch (d->algo) {
+    case SLUICE_GCRA: {
+        m_u128 nows = (m_u128)t * LC_D, base = s->tat > nows ? s->tat : nows;
+        return base + cost * lc_T(d) - nows <= m_burst(d) * lc_T(d);
+    }
+    case SLUICE_FIXED_WINDOW:
+        used = lc_units(s, t / P * P, t / P * P + P - 1);
+        break;
+    case SLUICE_SLIDING_WINDOW: {
+        uint64_t w = m_precision(d), nb = (P + w - 1) / w, cur = t / w;
+        uint64_t first = cur >= nb - 1 ? cur - (nb - 1) : 0;
+        used = lc_units(s, first * w, (cur + 1) * w - 1);
+        break;
+    }
+    case SLUICE_SLIDING_LOG:
+        used = lc_units(s, t >= P ? t - P + 1 : 0, t);
+        break;
+    case SLUICE_APPROX_SLIDING: {
+        uint64_t idx = t / P, e = t % P;
+        uint64_t cur = lc_units(s, idx * P, idx * P + P - 1);
+        uint64_t prev = idx ? lc_units(s, (idx - 1) * P, idx * P - 1) : 0;
+        return (m_u128)prev * (P - e) + (m_u128)(cur + cost) * P <= (m_u128)c * P;
+    }
+    default:
+        abort();
+    }
+    return used + cost <= c;
+}
+
+static inline void lc_charge(const struct sluice_limit *d, struct lc_lim *s, uint64_t now,
+                             uint64_t cost)
+{
+    uint64_t t = lc_eff(d, s, now);
+    unsigned i;
+
+    if (d->algo == SLUICE_GCRA) {
+        m_u128 nows = (m_u128)t * LC_D;
+        s->tat = (s->tat > nows ? s->tat : nows) + cost * lc_T(d);
+        return;
+    }
+    for (i = 0; i < s->n && s->ev[i].t != t; i++)
+        ;
+    if (i == s->n) {
+        if (s->n == LC_EV)
+            abort(); /* histories use a few distinct times */
+        s->ev[s->n++] = (struct m_event){t, 0};
+    }
+    s->ev[i].units += cost;
+    s->latest = t > s->latest ? t : s->latest;
+}
+
+/* Lazy migration, as the library does it on a key's next call: each limit
+ * of `to` takes the state of the first unused limit of the same algorithm
+ * and period in the key's layout, exactly; the others start fresh. */
+static inline void lc_migrate(const struct lc_world *w, struct lc_key *k, int to)
+{
+    struct lc_lim out[2];
+    int used[2] = {0, 0};
+
+    if (k->pol == to)
+        return;
+    memset(out, 0, sizeof(out));
+    for (unsigned i = 0; k->pol >= 0 && i < w->pol[to].nlimits; i++) {
+        const struct sluice_limit *tl = &w->pol[to].limits[i];
+        for (unsigned j = 0; j < w->pol[k->pol].nlimits; j++) {
+            const struct sluice_limit *fl = &w->pol[k->pol].limits[j];
+            if (used[j] || fl->algo != tl->algo || fl->period_ns != tl->period_ns)
+                continue;
+            used[j] = 1;
+            out[i] = k->lim[j];
+            if (tl->algo == SLUICE_GCRA) {
+                /* the library holds TAT in units of 1/q ns, q = count/gcd(period,
+                 * count): a carry rounds it up to that grain (more spent) */
+                uint64_t a = tl->period_ns, b = tl->count, step;
+                while (b != 0) {
+                    uint64_t r = a % b;
+                    a = b;
+                    b = r;
+                }
+                step = LC_D / (tl->count / a);
+                out[i].tat = (out[i].tat + step - 1) / step * step;
+            }
+            break;
+        }
+    }
+    memcpy(k->lim, out, sizeof(out));
+    k->pol = to;
+}
+
+static inline int lc_want(const struct lc_world *w, const struct lc_state *s, int key)
+{
+    return s->k[key].ovr >= 0 ? (int)s->k[key].ovr : (int)s->def[w->key_lim[key]];
+}
+
+static inline int lc_key_fits(const struct lc_world *w, const struct lc_key *k, uint64_t now,
+                              uint64_t cost)
+{
+    for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
+        if (!lc_fits(&w->pol[k->pol].limits[i], &k->lim[i], now, cost))
+            return 0;
+    return 1;
+}
+
+static inline void lc_key_charge(const struct lc_world *w, struct lc_key *k, uint64_t now,
+                                 uint64_t cost, unsigned mask)
+{
+    for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
+        if (mask >> i & 1)
+            lc_charge(&w->pol[k->pol].limits[i], &k->lim[i], now, cost);
+}
+
+/*
+ * Apply op to *s.  branch 0 is the contract's exact outcome; with relaxed,
+ * branch 1 reads a DENY the model would allow as a transient denial
+ * (nothing charged), and branch 2 + m leaves charges of a rolled-back
+ * attempt on the (key, limit) pairs of bit mask m (the leftover a rollback
+ * may not take back).  relaxed 2 (lenient) also lets the final probe drain
+ * fewer units than the model.  Returns 1 if the branch explains the result.
+ */
+static long long lc_model_rc; /* what the last lc_step's model returned (diagnostics) */
+
+static inline int lc_step(const struct lc_world *w, struct lc_state *s, const struct lc_op *op,
+                          unsigned branch, int relaxed)
+{
+    int keys[4], n = 0, want, rc;
+    unsigned pairs = 0;
+
+    if (branch > 0 && (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
+        return 0;
+    switch (op->kind) {
+    case LC_SETPOL:
+        s->def[op->lim] = op->pid;
+        lc_model_rc = 0;
+        return op->rc == 0;
+    case LC_OVSET:
+        s->k[op->key].exists = 1;
+        lc_migrate(w, &s->k[op->key], op->pid);
+        s->k[op->key].ovr = op->pid;
+        lc_model_rc = 0;
+        return op->rc == 0;
+    case LC_OVCLR:
+        lc_model_rc = -ENOENT;
+        if (s->k[op->key].exists == 0 || s->k[op->key].ovr < 0)
+            return op->rc == -ENOENT;
+        s->k[op->key].ovr = -1;
+        lc_migrate(w, &s->k[op->key], lc_want(w, s, op->key));
+        lc_model_rc = 0;
+        return op->rc == 0;
+    case LC_RESET:
+        /* a reaped key was fresh: keeping its state keeps every decision */
+        if (s->k[op->key].exists == 0 || (s->k[op->key].exists == 2 && op->rc == -ENOENT)) {
+            s->k[op->key].exists = 0;
+            lc_model_rc = -ENOENT;
+            return op->rc == -ENOENT;
+        }
+        lc_model_rc = 0;
+        memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
+        s->k[op->key].pol = lc_want(w, s, op->key);
+        s->k[op->key].exists = 1;
+        return op->rc == 0;
+    case LC_REAP:
+        for (int k = 0; k < w->nkeys; k++)
+            if (w->key_lim[k] == op->lim && s->k[k].exists == 1 && s->k[k].ovr < 0)
+                s->k[k].exists = 2;
+        return 1;
+    case LC_PROBE: {
+        long long got = 0;
+        for (int k = 0; k < w->nkeys; k++) {
+            long long c = 0;
+            s->k[k].exists = 1;
+            lc_migrate(w, &s->k[k], lc_want(w, s, k));
+            while (c < 255 && lc_key_fits(w, &s->k[k], op->now, 1)) {
+                lc_key_charge(w, &s->k[k], op->now, 1, 3);
+                c++;
+            }
+            got |= c << (8 * k);
+        }
+        lc_model_rc = got;
+        if (relaxed == 2) /* lenient: fewer drained is an under-admission */
+            for (int k = 0; k < w->nkeys; k++)
+                if ((op->rc >> (8 * k) & 255) > (got >> (8 * k) & 255))
+                    return 0;
+        return relaxed == 2 || got == op->rc;
+    }
+    case LC_ACQ:
+    case LC_PEEK:
+        keys[n++] = op->key;
+        break;
+    case LC_ALL:
+        for (int i = 0; i < op->nk; i++) { /* duplicates are one key */
+            int dup = 0;
+            for (int j = 0; j < n; j++)
+                dup |= keys[j] == op->keys[i];
+            if (!dup)
+                keys[n++] = op->keys[i];
+        }
+        break;
+    }
+    /* resolve in order: each key is created and migrated before the next
+     * one's cost check, so an -E2BIG leaves the earlier keys created */
+    for (int i = 0; i < n; i++) {
+        struct lc_key *k = &s->k[keys[i]];
+        want = lc_want(w, s, keys[i]);
+        lc_model_rc = -E2BIG;
+        if (op->cost > lc_cap(&w->pol[want]))
+            return branch == 0 && op->rc == -E2BIG;
+        if (op->kind == LC_PEEK && k->exists == 0) {
+            if (k->pol < 0)
+                k->pol = want; /* never created: fresh in any layout */
+            else
+                lc_migrate(w, k, want);
+            continue;
+        }
+        if (op->kind != LC_PEEK)
+            k->exists = 1;
+        lc_migrate(w, k, want);
+        pairs += w->pol[want].nlimits;
+    }
+    rc = SLUICE_ALLOW;
+    for (int i = 0; i < n; i++)
+        if (!lc_key_fits(w, &s->k[keys[i]], op->now, op->cost))
+            rc = SLUICE_DENY;
+    lc_model_rc = rc;
+    if (branch == 1) /* a transient denial: another call's reservation seen */
+        return op->transient_ok && rc == SLUICE_ALLOW && op->rc == SLUICE_DENY;
+    if (branch >= 2) { /* leftovers: an attempt charged and could not take it all back */
+        unsigned m = branch - 2, bit = 0;
+        if (!op->leftover_ok || op->kind == LC_PEEK || m == 0 || m >> pairs != 0)
+            return 0;
+        if (op->rc != rc && !(op->transient_ok && op->rc == SLUICE_DENY))
+            return 0;
+        for (int i = 0; i < n; i++) {
+            unsigned nl = w->pol[s->k[keys[i]].pol].nlimits;
+            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost, (m >> bit) & ((1u << nl) - 1));
+            bit += nl;
+        }
+        if (op->rc == SLUICE_DENY)
+            return 1;
+    }
+    if (op->rc != rc)
+        return 0;
+    if (rc == SLUICE_ALLOW && op->kind != LC_PEEK)
+        for (int i = 0; i < n; i++)
+            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost, 3);
+    return 1;
+}
+
+/* ---- the search ----------------------------------------------------- */
+
+#define LC_MEMO_BITS 16
+
+struct lc_search {
+    const struct lc_world *w;
+    const struct lc_op *op;
+    int n, relaxed, depth, best_depth;
+    int path[LC_MAX_OPS], best[LC_MAX_OPS]; /* the longest linearized prefix (diagnostics) */
+    uint64_t all, nodes, budget;
+    uint64_t memo[1u << LC_MEMO_BITS];
+    uint32_t gen[1u << LC_MEMO_BITS], cur_gen, used;
+};
+
+static inline uint64_t lc_hash(uint64_t mask, const struct lc_state *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    uint64_t h = mask * UINT64_C(0x9e3779b97f4a7c15) ^ UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < sizeof(*s); i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h | 1;
+}
+
+/* Returns 1 found, 0 none, -1 out of budget. */
+static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
+{
+    uint64_t min_resp = UINT64_MAX, h, slot;
+    unsigned nb = x->relaxed ? 2 + 16 : 1;
+
+    if (x->depth > x->best_depth) {
+        x->best_depth = x->depth;
+        memcpy(x->best, x->path, sizeof(x->best));
+    }
+    if (mask == x->all)
+        return 1;
+    if (++x->nodes > x->budget)
+        return -1;
+    h = lc_hash(mask, s);
+    for (slot = h; x->gen[slot & ((1u << LC_MEMO_BITS) - 1)] == x->cur_gen; slot++)
+        if (x->memo[slot & ((1u << LC_MEMO_BITS) - 1)] == h)
+            return 0;
+    for (int i = 0; i < x->n; i++)
+        if (!(mask >> i & 1) && x->op[i].resp < min_resp)
+            min_resp = x->op[i].resp;
+    for (int i = 0; i < x->n; i++) {
+        if ((mask >> i & 1) || x->op[i].inv > min_resp)
+            continue;
+        for (unsigned b = 0; b < nb; b++) {
+            struct lc_state t = *s;
+            int r;
+            if (!lc_step(x->w, &t, &x->op[i], b, x->relaxed))
+                continue;
+            x->path[x->depth++] = i;
+            r = lc_dfs(x, mask | UINT64_C(1) << i, &t);
+            x->depth--;
+            if (r != 0)
+                return r;
+        }
+    }
+    if (x->used < (1u << LC_MEMO_BITS) / 4 * 3) { /* past that, search without memo */
+        x->memo[slot & ((1u << LC_MEMO_BITS) - 1)] = h;
+        x->gen[slot & ((1u << LC_MEMO_BITS) - 1)] = x->cur_gen;
+        x->used++;
+    }
+    return 0;
+}
+
+static inline void lc_initial(const struct lc_world *w, struct lc_state *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (int k = 0; k < LC_KEYS; k++) {
+        s->k[k].ovr = -1;
+        s->k[k].pol = -1;
+    }
+    for (int l = 0; l < LC_LIMITERS; l++)
+        s->def[l] = l < w->nlimiters ? l : 0;
+}
+
+/* Is there a legal order?  1 yes, 0 no, -1 search budget exhausted. */
+static inline int lc_check(struct lc_search *x, const struct lc_world *w, const struct lc_op *op,
+                           int n, int relaxed, uint64_t budget)
+{
+    struct lc_state s;
+
+    x->w = w;
+    x->op = op;
+    x->n = n;
+    x->relaxed = relaxed;
+    x->all = n == 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1;
+    x->nodes = 0;
+    x->budget = budget;
+    x->used = 0;
+    x->depth = x->best_depth = 0;
+    if (++x->cur_gen == 0) {
+        memset(x->gen, 0, sizeof(x->gen));
+        x->cur_gen = 1;
+    }
+    lc_initial(w, &s);
+    return lc_dfs(x, 0, &s);
+}
+
+#endif
