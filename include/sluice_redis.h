@@ -35,9 +35,9 @@
  * Failures: Redis unreachable or slower than timeout_ns is an outage: the
  * call is decided by fail_open (ALLOW) or not (DENY), result.flags says so
  * (SLUICE_REDIS_F_FAILED_OPEN / _CLOSED), it is counted in the stats and
- * logged through log_fn (rate-limited).  No caller waits longer than
- * timeout_ns for Redis, whatever other callers do; reconnection is tried at
- * most once per reconnect_ns.  An error reply from a reachable Redis
+ * logged through log_fn (rate-limited).  No caller waits for Redis longer
+ * than timeout_ns (plus an eighth), whatever other callers do; reconnection
+ * is tried at most once per reconnect_ns per connection.  An error reply from a reachable Redis
  * (WRONGTYPE on the key, a script error) is not an outage: it returns
  * -EPROTO, is counted in error_replies and never admits.
  *
@@ -82,7 +82,7 @@ struct sluice_redis_config {
     uint64_t burst;             /* 0: count */
     uint64_t lease;             /* units taken per round trip; <= 1: no leases */
     uint64_t lease_ttl_ns;      /* unspent leases expire; default period_ns */
-    uint64_t timeout_ns;        /* longest wait for Redis of any call; default 50 ms */
+    uint64_t timeout_ns;        /* longest wait for Redis of any call (+1/8); default 50 ms */
     uint64_t reconnect_ns;      /* between reconnection attempts; default 1 s */
     int fail_open;              /* Redis down: 1 allow, 0 deny (default) */
     sluice_t *local;            /* first tier, optional; not owned */
@@ -155,7 +155,8 @@ SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
  * after the global limit admitted, so a global denial never spends local
  * capacity; a local charge that then loses a race to another thread denies
  * the request with the global unit spent (conservative, never over).
- * Blocks at most timeout_ns (plus the local tier's time).
+ * Waits for Redis at most timeout_ns plus an eighth of it (the socket
+ * timeout is adjusted only when off by more), whatever other callers do.
  */
 SLUICE_REDIS_API int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len,
                                           uint64_t cost, struct sluice_result *res);

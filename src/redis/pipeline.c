@@ -9,7 +9,8 @@
  * before; n callers share round trips, so Redis's per-command cost (not the
  * network latency) bounds the throughput.
  *
- * Every caller's wait is bounded by its own deadline (now + timeout_ns):
+ * Every caller's wait is bounded by its own deadline (now + timeout_ns, plus
+ * at most an eighth of it, see sr_send):
  * a queued call gives up at its deadline and unlinks itself; a call in a
  * batch waits for the leader, whose socket timeout is the earliest deadline
  * of the batch, and calls queue in arrival order, so that is never later
@@ -69,6 +70,7 @@ static int sr_connect(struct sluice_redis *t, struct sr_conn *pp, uint64_t deadl
     pp->c = redisConnectWithTimeout(t->host, t->cfg.port, tv);
     if (pp->c == NULL || pp->c->err || redisSetTimeout(pp->c, tv) != REDIS_OK)
         goto fail;
+    pp->tv_ns = deadline - now;
     r = redisCommand(pp->c, "SCRIPT LOAD %s", sr_script);
     if (r == NULL || r->type != REDIS_REPLY_STRING || r->len >= (int)sizeof(pp->sha)) {
         if (r != NULL)
@@ -109,8 +111,18 @@ static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *
     if (m == 0 || sr_connect(t, pp, deadline) != 0)
         return;
     now = sr_now();
-    if (now >= deadline || redisSetTimeout(pp->c, sr_tv(deadline - now)) != REDIS_OK)
+    if (now >= deadline)
         goto broken;
+    /* Each read waits at most the socket timeout: set it to what is left of
+     * the batch's time, but skip the two system calls when the one set is
+     * within an eighth of the timeout of that (the usual case), so a wait
+     * may overrun its deadline by timeout_ns / 8 at most. */
+    if (pp->tv_ns > deadline - now + t->cfg.timeout_ns / 8 ||
+        pp->tv_ns + t->cfg.timeout_ns / 8 < deadline - now) {
+        if (redisSetTimeout(pp->c, sr_tv(deadline - now)) != REDIS_OK)
+            goto broken;
+        pp->tv_ns = deadline - now;
+    }
     for (int attempt = 0; attempt < 2 && m > 0; attempt++) {
         for (size_t i = 0; i < m; i++)
             if (redisAppendCommand(pp->c, "EVALSHA %s 1 %b %s %s %s %llu %llu", pp->sha, b[i]->rkey,

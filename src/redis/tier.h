@@ -59,6 +59,7 @@ struct sr_call {
 struct sr_conn {
     int busy;              /* a leader owns it (under sr_pipe.lock) */
     redisContext *c;
+    uint64_t tv_ns;        /* the socket timeout set on c */
     uint64_t next_connect;
     char sha[41];          /* of sr_script as loaded */
 };

@@ -5,7 +5,7 @@
  * asserted (timings depend on the machine); the table is in doc/REDIS.md.
  * Each thread decides its own keys under a limit that is never reached, so
  * the figures are the tier's cost, not the limit's.
- * Usage: redis_bench [seconds per row]  (default 0.5)
+ * Usage: redis_bench [seconds per row [connections]]  (default 0.5, 2)
  */
 #include <stdatomic.h>
 
@@ -39,6 +39,7 @@ static void *worker_main(void *arg)
 int main(int argc, char **argv)
 {
     double secs = argc > 1 ? atof(argv[1]) : 0.5;
+    unsigned conns = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
     int rc = redis_setup();
 
     if (rc != 0)
@@ -62,6 +63,7 @@ int main(int argc, char **argv)
             cfg.count = UINT64_C(1) << 30; /* never reached */
             cfg.period_ns = NS_PER_S;
             cfg.lease = (uint64_t)lease;
+            cfg.connections = conns;
             cfg.timeout_ns = NS_PER_S; /* a slow (sanitized) run is not an outage */
             if (sluice_redis_create(&cfg, &t) != 0)
                 return 1;
