@@ -29,7 +29,7 @@ static sluice_redis_t *tier(uint64_t count, uint64_t period, uint64_t lease, int
     cfg.lease = lease;
     cfg.fail_open = fail_open;
     cfg.local = local;
-    cfg.timeout_ns = 100000000 * slow_factor(); /* only redis_killed times out */
+    cfg.timeout_ns = NS_PER_S * slow_factor(); /* a loaded machine is not an outage */
     cfg.reconnect_ns = 100000000;
     cfg.burst = next_burst;
     if (sluice_redis_create(&cfg, &t) != 0)
