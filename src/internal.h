@@ -61,12 +61,14 @@ struct sl_lim {
     uint32_t off;               /* first state word of this limit in an entry */
     uint32_t nwords;
     uint64_t cap;               /* the largest cost ever admissible */
-    /* GCRA: T = p/q ns exactly (reduced), TAT stored as (A << fbits) | f
-     * meaning A + f/q ns, A modulo 2^abits. */
+    /* GCRA: T = p/q ns (reduced; exact when count/gcd <= 1024, else rounded
+     * up to q = a power of two), TAT stored as (A << fbits) | f meaning
+     * A + f/q ns, A modulo 2^abits (algo_gcra.c). */
     uint64_t p, q, amask;
     unsigned fbits, abits;
     sl_u128 tau;                /* burst * p: tolerance scaled by q */
-    /* Windowed algorithms: a word is (index mod 2^ibits) << ishift | counts. */
+    /* Windowed algorithms: a word is (index mod 2^ibits) << ishift | counts;
+     * the layout depends on the width only (algo_window.c). */
     uint64_t width;             /* window or sub-bucket width, ns */
     uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
     unsigned cbits, ibits, ishift;
