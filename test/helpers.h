@@ -105,8 +105,12 @@ static inline uint64_t t_rand(uint64_t *state)
 /* Start n threads on fn(arg_i) and wait for all. */
 static inline void t_run_threads(unsigned n, void *(*fn)(void *), void *args, size_t arg_size)
 {
-    pthread_t th[64];
+    pthread_t th[256];
 
+    if (n > sizeof(th) / sizeof(th[0])) {
+        fprintf(stderr, "t_run_threads: at most %zu threads\n", sizeof(th) / sizeof(th[0]));
+        exit(1);
+    }
     for (unsigned i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, fn, (char *)args + i * arg_size) != 0) {
             perror("pthread_create");
