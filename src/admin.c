@@ -23,12 +23,12 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     if (sl_table_get(g->s, g->h, g->key, g->len) != e || !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
-        uint64_t last = sl_load_rlx(&e->last_ns);
+        uint64_t last;
         /* Read the state at the key's own latest admission: administrative
          * calls pass the limiter clock, which _at callers may not use. */
         if (carry)
-            sl_policy_carry(e->pol, e->w, to, ne->w, last != 0 ? last : now);
-        sl_store_rlx(&ne->last_ns, last);
+            sl_policy_carry(e->pol, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
+        sl_store_rlx(&ne->last_ns, sl_load_rlx(&e->last_ns));
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

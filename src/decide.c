@@ -96,10 +96,26 @@ bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool exh
     return sl_reap_for_room(l, s, now, exhaustive) != 0 && sl_key_take(l);
 }
 
-static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol)
+/*
+ * The time g is decided at: now, or the key's latest admission if now is
+ * earlier (a stepped clock, a stale cached time).  The state words keep
+ * times modulo a range, so a time older than that range could otherwise be
+ * read as a fresh window; the contract decides such calls as at the
+ * latest time.  Signed distance: times themselves may wrap.
+ */
+static uint64_t sl_decide_time(struct sl_entry *e, uint64_t now)
+{
+    uint64_t last;
+
+    return e != NULL && sl_entry_last(e, &last) && (int64_t)(now - last) < 0 ? last : now;
+}
+
+static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
+                          uint64_t now)
 {
     g->e = e;
     g->pol = pol;
+    g->at = sl_decide_time(e, now);
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
@@ -132,7 +148,7 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
     } else if (!sl_key_reserve(l, g->s, now, false)) {
         sl_count(&l->full, 1);
         g->flags |= SLUICE_F_FULL;
-        sl_target_use(g, NULL, pol);
+        sl_target_use(g, NULL, pol, now);
         rc = 1;
     } else if (sl_table_insert_locked(g->s, g->h, e) != 0) {
         sl_uncount(&l->nkeys, 1);
@@ -142,7 +158,7 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
         g->flags |= SLUICE_F_NEW_KEY;
         sl_target_unpin(g); /* an earlier insert of this call, since replaced */
         g->pinned = e;
-        sl_target_use(g, e, pol);
+        sl_target_use(g, e, pol, now);
     }
     sl_shard_unlock(g->s);
     if (rc != 0)
@@ -168,11 +184,11 @@ static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t 
         if (cost > want->min_cap)
             return -E2BIG;
         if (e != NULL && e->pol == want) {
-            sl_target_use(g, e, want);
+            sl_target_use(g, e, want, now);
             return 0;
         }
         if (e == NULL && !create) {
-            sl_target_use(g, NULL, cur);
+            sl_target_use(g, NULL, cur, now);
             return 0;
         }
         if (e != NULL) /* its policy changed: migrate, then look again */
@@ -237,8 +253,8 @@ static void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
  * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
  * names the key whose entry is being replaced.
  */
-static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
-                         struct sluice_result *res, size_t *frozen)
+static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
+                         size_t *frozen)
 {
     struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0}, r;
     unsigned best_key = 0, best_lim = 0, worst_key = 0, worst_lim = 0;
@@ -247,7 +263,7 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
-            int rc = lim->ops->report(lim, g[i].w + lim->off, now, cost, &r);
+            int rc = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r);
             if (rc == SL_FROZEN) {
                 *frozen = i;
                 return SL_FROZEN;
@@ -277,15 +293,15 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
 }
 
 /* Charge every limit of every tracked key; all or nothing. */
-static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
-                         struct sluice_result *res, size_t *frozen)
+static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
+                         size_t *frozen)
 {
     for (size_t i = 0; i < n; i++) {
         if (g[i].e == NULL)
             continue; /* untracked: the table is full and fails open */
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
-            int rc = lim->ops->charge(lim, g[i].w + lim->off, now, cost, &g[i].receipt[j]);
+            int rc = lim->ops->charge(lim, g[i].w + lim->off, g[i].at, cost, &g[i].receipt[j]);
             if (rc == SL_OK) {
                 g[i].charged = j + 1;
                 continue;
@@ -297,7 +313,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, uint64_t 
             }
             if (res != NULL) {
                 struct sl_report r;
-                if (lim->ops->report(lim, g[i].w + lim->off, now, cost, &r) != SL_NO)
+                if (lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r) != SL_NO)
                     r.retry_after = 1; /* freed meanwhile: try again now */
                 sl_result_fill(res, &g[i], (unsigned)i, j, &r);
             }
@@ -322,12 +338,11 @@ static size_t sl_total_limits(const struct sl_target *g, size_t n)
 /* After an admission: the numbers of the state just after this charge.
  * A writer may have frozen an entry since (its charge was carried over);
  * then the numbers are unknown, so say the least. */
-static void sl_report_charged(struct sl_target *g, size_t n, uint64_t now,
-                              struct sluice_result *res)
+static void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res)
 {
     size_t frozen;
 
-    if (res != NULL && sl_report_all(g, n, 0, now, res, &frozen) == SL_FROZEN) {
+    if (res != NULL && sl_report_all(g, n, 0, res, &frozen) == SL_FROZEN) {
         struct sl_report none = {0, 0, 0};
         sl_result_fill(res, &g[0], 0, 0, &none);
     }
@@ -340,50 +355,46 @@ static void sl_report_charged(struct sl_target *g, size_t n, uint64_t now,
  * a charge that loses a race to another thread is rolled back and the whole
  * decision made again.
  */
-static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, uint64_t now,
-                          bool charge, struct sluice_result *res, size_t *frozen)
+static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool charge,
+                          struct sluice_result *res, size_t *frozen)
 {
     int rc;
 
     if (!charge)
-        return sl_report_all(g, n, cost, now, res, frozen);
+        return sl_report_all(g, n, cost, res, frozen);
     if (sl_total_limits(g, n) == 1) {
-        rc = sl_charge_all(g, n, cost, now, res, frozen);
+        rc = sl_charge_all(g, n, cost, res, frozen);
         if (rc == SL_OK)
-            sl_report_charged(g, n, now, res);
+            sl_report_charged(g, n, res);
         return rc;
     }
-    rc = sl_report_all(g, n, cost, now, res, frozen);
+    rc = sl_report_all(g, n, cost, res, frozen);
     if (rc != SL_OK)
         return rc;
-    rc = sl_charge_all(g, n, cost, now, NULL, frozen);
+    rc = sl_charge_all(g, n, cost, NULL, frozen);
     if (rc == SL_OK)
-        sl_report_charged(g, n, now, res);
+        sl_report_charged(g, n, res);
     return rc == SL_NO ? SL_RACED : rc;
 }
 
 /*
- * Remember the latest admission: the reaper's idle test, and the time at
- * which a policy change reads the state (its times are kept modulo a range,
- * so they need a time of the caller's clock to be read against).  0 means
- * never; an admission at time 0 records 1 ns.
+ * Remember the latest admission: the reaper's idle test, the time a policy
+ * change reads the state at, and the floor of later decisions' times.  A
+ * maximum by CAS (a plain load-then-store could lower it when admissions
+ * race), in modular order like every time here.  relaxed: writers read it
+ * under the shard lock, for which a slightly old value only delays reaping
+ * or is a time the state is valid at.
  */
-static void sl_touch(struct sl_target *g, uint64_t now)
+static void sl_touch(struct sl_target *g, uint64_t at)
 {
-    uint64_t at = now ? now : 1;
+    uint64_t enc = at + 1, seen;
 
-    uint64_t seen;
-
-    if (g->e == NULL)
+    if (g->e == NULL || enc == 0)
         return;
-    /* A maximum, by CAS: a plain load-then-store could lower it when two
-     * admissions race.  relaxed: writers read it under the shard lock, for
-     * which a slightly old value only delays reaping or is a time the state
-     * is valid at. */
     seen = sl_load_rlx(&g->e->last_ns);
-    while (seen < at && !atomic_compare_exchange_weak_explicit(&g->e->last_ns, &seen, at,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed))
+    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
+           !atomic_compare_exchange_weak_explicit(&g->e->last_ns, &seen, enc, memory_order_relaxed,
+                                                  memory_order_relaxed))
         ;
 }
 
@@ -428,14 +439,13 @@ static bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
     return false;
 }
 
-static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, uint64_t now,
-                           struct sluice_result *res)
+static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_result *res)
 {
     size_t frozen;
 
     if (res == NULL)
         return;
-    (void)sl_report_all(&g[i], 1, cost, now, res, &frozen);
+    (void)sl_report_all(&g[i], 1, cost, res, &frozen);
     res->key_index = (unsigned)i;
     res->remaining = 0;
     /* a slot frees when some key has been idle long enough */
@@ -462,11 +472,11 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
         if (rc < 0)
             break;
         if (sl_full_denies(g, n, &full)) {
-            sl_result_full(g, full, cost, now, res);
+            sl_result_full(g, full, cost, res);
             rc = SL_NO;
             break;
         }
-        rc = sl_decide_once(g, n, cost, now, charge, res, &frozen);
+        rc = sl_decide_once(g, n, cost, charge, res, &frozen);
         if (rc == SL_OK || rc == SL_NO)
             break;
         if (rc == SL_FROZEN)
@@ -477,7 +487,7 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
         sl_result_finish(res, rc, flags);
     if (rc >= 0 && charge) {
         for (size_t i = 0; i < n && rc == SL_OK; i++)
-            sl_touch(&g[i], now);
+            sl_touch(&g[i], g[i].at);
         sl_count_decision(t, g, n, rc == SL_OK);
     }
     for (size_t i = 0; i < n; i++)
@@ -554,6 +564,7 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
         (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
         return -EAGAIN;
     g.w = g.e->w;
+    now = sl_decide_time(g.e, now);
     rc = lim->ops->charge(lim, g.w + lim->off, now, cost, &g.receipt[0]);
     if (rc == SL_FROZEN)
         return -EAGAIN;

@@ -83,14 +83,14 @@ bool sl_entry_freeze(struct sl_entry *e)
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl)
 {
     const struct sl_policy *pol = e->pol;
-    uint64_t old[SLUICE_MAX_LIMITS];
+    uint64_t old[SLUICE_MAX_LIMITS], last;
     unsigned i;
 
     /* pinned: acquire, pairs with the release that unpins after the
      * inserting decision's charge, so its last_ns is seen too */
     if (pol->is_override || atomic_load_explicit(&e->pinned, memory_order_acquire) != 0)
         return false;
-    if (idle_ttl != 0 && sl_sat_add(sl_load_rlx(&e->last_ns), idle_ttl) > now)
+    if (idle_ttl != 0 && (sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
     for (i = 0; i < pol->nlimits; i++) {
         const struct sl_lim *lim = &pol->lim[i];

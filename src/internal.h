@@ -168,7 +168,8 @@ struct sl_entry {
      * each other round after round at max_keys. */
     _Atomic uint32_t pinned;
     struct sl_policy *pol;      /* immutable: the layout of w[] */
-    sl_aword last_ns;           /* time of the last admission (idle tracking) */
+    sl_aword last_ns;           /* 1 + time of the latest admission, 0: none
+                                   (sl_entry_last; idle tracking, carry, decide time) */
     sl_aword w[];               /* pol->nwords state words, then the key bytes */
 };
 
@@ -180,6 +181,17 @@ struct sl_probe {
     size_t len;
     uint64_t hash;
 };
+
+/* The time of e's latest admission; false if it had none (or it was at
+ * UINT64_MAX, which the +1 encoding cannot tell apart: only a later
+ * reap or a missed clamp follows, both harmless). */
+static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
+{
+    uint64_t v = sl_load_rlx(&e->last_ns);
+
+    *t = v - 1;
+    return v != 0;
+}
 
 static inline const unsigned char *sl_entry_key(const struct sl_entry *e)
 {
@@ -356,6 +368,8 @@ struct sl_target {
     struct sl_entry *e;         /* NULL: absent (peek) or untracked (full) */
     struct sl_policy *pol;      /* the policy deciding this key */
     sl_aword *w;                /* e->w, or pol->zero_w when e is NULL */
+    uint64_t at;                /* the time it is decided at (never before its
+                                   latest admission) */
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
