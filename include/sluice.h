@@ -51,21 +51,37 @@ typedef struct sluice sluice_t; /* opaque limiter handle */
 enum sluice_algo {
     /* Generic cell rate algorithm: one 64-bit word (the theoretical arrival
      * time) per limit.  Smooth: after a burst of `burst` units, one unit per
-     * period/count.  Exact rational arithmetic, no drift. */
+     * period/count.  Exact rational arithmetic, no drift, when
+     * q = count/gcd(count, period) <= 1024; otherwise period/count is rounded
+     * up to a multiple of 1/1024 ns (admits slightly less, never more).
+     * The tolerance burst*period/count must be at most 2^52 - 2^50 - 1 ns
+     * (about 39 days), else -EINVAL.  A key's state is read correctly from
+     * times up to 2^50 ns (about 13 days) behind its latest admission and
+     * up to 2^(62 - b) ns ahead, b = bits of q - 1: at least 2^52 ns
+     * (52 days), 2^62 ns (146 years) when period/count is whole ns. */
     SLUICE_GCRA = 0,
     /* One counter per window [k*period, (k+1)*period).  One word per limit.
-     * Admits up to 2*count units across a window boundary. */
+     * Admits up to 2*count units across a window boundary.  count must fit
+     * the bits the window index leaves: below 2^36 at a 1 s period (2^26 at
+     * 1 ms, 2^42 at 1 min, 2^48 at 1 h, 2^53 at 1 day), else -EINVAL.
+     * Windowed algorithms read a key's state correctly from any time within
+     * 2^55 ns (about 417 days) of its latest admission, behind or ahead. */
     SLUICE_FIXED_WINDOW,
     /* Ring of ceil(period/precision) sub-bucket counters plus a head word.
      * Boundary burst at most one sub-bucket's worth.  8 bytes per sub-bucket
      * per key: a 1 h period at the default 1 s precision costs 28.8 KiB per
-     * key.  At most 131072 sub-buckets, else -EINVAL. */
+     * key.  At most 131072 sub-buckets, and count below the FIXED_WINDOW
+     * bound for a window of one sub-bucket (2^36 at 1 s precision), else
+     * -EINVAL.  Range as FIXED_WINDOW. */
     SLUICE_SLIDING_WINDOW,
     /* Exact: one timestamp per admitted unit.  count <= 65536, larger counts
-     * get -EINVAL.  8 bytes per unit of count per key, plus 16. */
+     * get -EINVAL.  8 bytes per unit of count per key, plus 32.  Timestamps
+     * are absolute: read the same from any time. */
     SLUICE_SLIDING_LOG,
     /* Two fixed windows, the previous one weighted by its overlap with the
-     * sliding window.  One word per limit; count <= 2^27, else -EINVAL. */
+     * sliding window.  One word per limit holding both counters, so count is
+     * below 2^18 at a 1 s period (2^13 at 1 ms, 2^21 at 1 min, 2^24 at 1 h,
+     * 2^26 at 1 day), else -EINVAL.  Range as FIXED_WINDOW. */
     SLUICE_APPROX_SLIDING,
 };
 
@@ -221,8 +237,9 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  *   -ENOMEM       the new key could not be allocated.
  * Lock-free for existing keys: a denial writes no shared memory; an admission
  * is one CAS per limit (a short per-key write section for SLIDING_LOG).
- * Times earlier than the key's latest observed time are decided as at that
- * latest time, so stale or backward clocks never admit more.
+ * Times earlier than the key's latest admission are decided as at that
+ * time, so stale or backward clocks never admit more (times are compared
+ * modulo 2^64: the clock may wrap).
  */
 SLUICE_API int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                                  uint64_t now_ns, struct sluice_result *res);
