@@ -56,6 +56,7 @@ struct lc_key {
     int64_t exists; /* 0 absent, 1 present, 2 present or reaped */
     int64_t ovr;    /* override policy id, -1 none */
     int64_t pol;    /* policy id the state is laid out for (-1: fresh, any) */
+    int64_t last;   /* the latest admission's time: an earlier call is decided at it */
 };
 
 struct lc_state {
@@ -211,15 +212,21 @@ static inline int lc_want(const struct lc_world *w, const struct lc_state *s, in
 static inline int lc_key_fits(const struct lc_world *w, const struct lc_key *k, uint64_t now,
                               uint64_t cost)
 {
+    now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
     for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
         if (!lc_fits(&w->pol[k->pol].limits[i], &k->lim[i], now, cost))
             return 0;
     return 1;
 }
 
+/* mask: which limits; an admission also moves the key's time (a rolled
+ * back attempt does not) */
 static inline void lc_key_charge(const struct lc_world *w, struct lc_key *k, uint64_t now,
-                                 uint64_t cost, unsigned mask)
+                                 uint64_t cost, unsigned mask, int admit)
 {
+    now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
+    if (admit)
+        k->last = (int64_t)now;
     for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
         if (mask >> i & 1)
             lc_charge(&w->pol[k->pol].limits[i], &k->lim[i], now, cost);
@@ -270,7 +277,9 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             return op->rc == -ENOENT;
         }
         lc_model_rc = 0;
+        /* "decided as a fresh key's": no latest time either */
         memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
+        s->k[op->key].last = 0;
         s->k[op->key].pol = lc_want(w, s, op->key);
         s->k[op->key].exists = 1;
         return op->rc == 0;
@@ -286,7 +295,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             s->k[k].exists = 1;
             lc_migrate(w, &s->k[k], lc_want(w, s, k));
             while (c < 255 && lc_key_fits(w, &s->k[k], op->now, 1)) {
-                lc_key_charge(w, &s->k[k], op->now, 1, 3);
+                lc_key_charge(w, &s->k[k], op->now, 1, 3, 1);
                 c++;
             }
             got |= c << (8 * k);
@@ -347,7 +356,8 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             return 0;
         for (int i = 0; i < n; i++) {
             unsigned nl = w->pol[s->k[keys[i]].pol].nlimits;
-            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost, (m >> bit) & ((1u << nl) - 1));
+            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost,
+                          (m >> bit) & ((1u << nl) - 1), 0);
             bit += nl;
         }
         if (op->rc == SLUICE_DENY)
@@ -357,7 +367,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         return 0;
     if (rc == SLUICE_ALLOW && op->kind != LC_PEEK)
         for (int i = 0; i < n; i++)
-            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost, 3);
+            lc_key_charge(w, &s->k[keys[i]], op->now, op->cost, 3, 1);
     return 1;
 }
 
@@ -377,10 +387,13 @@ struct lc_search {
 
 static inline uint64_t lc_hash(uint64_t mask, const struct lc_state *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    uint64_t h = mask * UINT64_C(0x9e3779b97f4a7c15) ^ UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < sizeof(*s); i++)
-        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    uint64_t h = mask * UINT64_C(0x9e3779b97f4a7c15) ^ UINT64_C(0xcbf29ce484222325), v;
+    _Static_assert(sizeof(*s) % 8 == 0, "the state hashes as whole words");
+    for (size_t i = 0; i < sizeof(*s); i += 8) {
+        memcpy(&v, (const char *)s + i, 8);
+        h = (h ^ v) * UINT64_C(0x100000001b3);
+        h ^= h >> 29;
+    }
     return h | 1;
 }
 
@@ -409,8 +422,12 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
         if ((mask >> i & 1) || x->op[i].inv > min_resp)
             continue;
         for (unsigned b = 0; b < nb; b++) {
-            struct lc_state t = *s;
+            struct lc_state t;
             int r;
+            if ((b == 1 && !(x->op[i].transient_ok && x->op[i].rc == SLUICE_DENY)) ||
+                (b >= 2 && !x->op[i].leftover_ok))
+                continue; /* cheap refusals before copying the state */
+            t = *s;
             if (!lc_step(x->w, &t, &x->op[i], b, x->relaxed))
                 continue;
             x->path[x->depth++] = i;
