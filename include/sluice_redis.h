@@ -97,6 +97,11 @@ struct sluice_redis_config {
     /* Synchronous connections, each with one pipelined round trip in
      * flight at a time; default 2 (0: 2), at most 8. */
     unsigned connections;
+    /* 1: Redis Cluster.  Concurrent calls are decided by one script call
+     * per batch; in a cluster its keys must share a slot, so the batch is
+     * split by slot (hash tags keep a user's keys together).  0 (default):
+     * a single Redis, one script call per batch. */
+    int cluster;
 };
 
 struct sluice_redis_stats {

@@ -84,7 +84,7 @@ static void sr_areply(redisAsyncContext *ac, void *reply, void *priv)
         if (sr_asend(a, q) == 0)
             return;
     }
-    sr_acomplete(q, sr_parse_reply(r, &rep), &rep);
+    sr_acomplete(q, sr_parse_reply(r, 0, &rep), &rep);
 }
 
 static void sr_aloaded(redisAsyncContext *ac, void *reply, void *priv)

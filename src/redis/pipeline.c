@@ -91,14 +91,99 @@ static int sr_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Leader only, no lock held: one pipeline for calls b[0..n), and a second
- * one for those that met NOSCRIPT (Redis restarted or flushed its scripts). */
+/* Redis Cluster's slot of a key: CRC16 (XMODEM) of its hash tag, if it has
+ * a non-empty one, else of the whole key. */
+static unsigned sr_slot(const char *k, size_t len)
+{
+    size_t s = 0, e;
+    uint16_t crc = 0;
+
+    while (s < len && k[s] != '{')
+        s++;
+    for (e = s + 1; e < len && k[e] != '}'; e++)
+        ;
+    if (e < len && e > s + 1) {
+        k += s + 1;
+        len = e - s - 1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)k[i] << 8);
+        for (int j = 0; j < 8; j++)
+            crc = crc & 0x8000 ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc & 16383u;
+}
+
+/* Order b[0..m) so that calls whose keys share a slot are adjacent, and
+ * write in len[] the sizes of the groups that go out as one script call:
+ * the whole batch, or with cfg.cluster one group per slot.  Returns the
+ * number of groups. */
+static size_t sr_group(struct sluice_redis *t, struct sr_call **b, size_t m, size_t *len)
+{
+    unsigned slot[SR_BATCH_MAX];
+    size_t g = 0;
+
+    if (!t->cfg.cluster) {
+        len[0] = m;
+        return 1;
+    }
+    for (size_t i = 0; i < m; i++) { /* insertion sort: m <= SR_BATCH_MAX, mostly short */
+        struct sr_call *c = b[i];
+        unsigned sl = sr_slot(c->rkey, c->rlen);
+        size_t j = i;
+
+        for (; j > 0 && slot[j - 1] > sl; j--) {
+            slot[j] = slot[j - 1];
+            b[j] = b[j - 1];
+        }
+        slot[j] = sl;
+        b[j] = c;
+    }
+    for (size_t i = 0; i < m; i++) {
+        if (i == 0 || slot[i] != slot[i - 1])
+            len[g++] = 0;
+        len[g - 1]++;
+    }
+    return g;
+}
+
+/* One EVALSHA for the n calls of g[]. */
+static int sr_append(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *const *g,
+                     size_t n)
+{
+    const char *argv[6 + 3 * SR_BATCH_MAX];
+    size_t lens[6 + 3 * SR_BATCH_MAX], a = 0;
+    char nums[1 + 2 * SR_BATCH_MAX][24];
+
+#define SR_ARG(p, l) (argv[a] = (p), lens[a++] = (l))
+#define SR_NUM(i, v) (snprintf(nums[i], sizeof(nums[i]), "%llu", (unsigned long long)(v)), \
+                      SR_ARG(nums[i], strlen(nums[i])))
+    SR_ARG("EVALSHA", 7);
+    SR_ARG(pp->sha, strlen(pp->sha));
+    SR_NUM(0, n);
+    for (size_t i = 0; i < n; i++)
+        SR_ARG(g[i]->rkey, g[i]->rlen);
+    SR_ARG(t->par.pbuf, strlen(t->par.pbuf));
+    SR_ARG(t->par.qbuf, strlen(t->par.qbuf));
+    SR_ARG(t->par.bbuf, strlen(t->par.bbuf));
+    for (size_t i = 0; i < n; i++) {
+        SR_NUM(1 + 2 * i, g[i]->want);
+        SR_NUM(2 + 2 * i, g[i]->need);
+    }
+#undef SR_NUM
+#undef SR_ARG
+    return redisAppendCommandArgv(pp->c, (int)a, argv, lens);
+}
+
+/* Leader only, no lock held: the calls of the batch as one pipeline (one
+ * script call per group, see sr_group), and a second pipeline for those
+ * that met NOSCRIPT (Redis restarted or flushed its scripts). */
 static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *const *batch,
                     size_t n)
 {
     struct sr_call *b[SR_BATCH_MAX]; /* the calls still to answer */
+    size_t glen[SR_BATCH_MAX], ng, m = 0, retry;
     uint64_t now = sr_now(), deadline = UINT64_MAX;
-    size_t m = 0, retry;
 
     for (size_t i = 0; i < n; i++) {
         batch[i]->status = SR_DOWN;
@@ -124,24 +209,24 @@ static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *
         pp->tv_ns = deadline - now;
     }
     for (int attempt = 0; attempt < 2 && m > 0; attempt++) {
-        for (size_t i = 0; i < m; i++)
-            if (redisAppendCommand(pp->c, "EVALSHA %s 1 %b %s %s %s %llu %llu", pp->sha, b[i]->rkey,
-                                   b[i]->rlen, t->par.pbuf, t->par.qbuf, t->par.bbuf,
-                                   (unsigned long long)b[i]->want,
-                                   (unsigned long long)b[i]->need) != REDIS_OK)
+        ng = sr_group(t, b, m, glen);
+        for (size_t i = 0, at = 0; i < ng; at += glen[i++])
+            if (sr_append(t, pp, b + at, glen[i]) != REDIS_OK)
                 goto broken;
         atomic_fetch_add_explicit(&t->round_trips, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->redis_calls, m, memory_order_relaxed);
         retry = 0;
-        for (size_t i = 0; i < m; i++) {
+        for (size_t i = 0, at = 0; i < ng; at += glen[i++]) {
             redisReply *r;
 
             if (redisGetReply(pp->c, (void **)&r) != REDIS_OK || r == NULL)
                 goto broken; /* timed out or gone: these and the rest are outages */
-            if (sr_noscript(r) && attempt == 0)
-                b[retry++] = b[i];
-            else
-                b[i]->status = sr_parse_reply(r, &b[i]->reply);
+            for (size_t j = 0; j < glen[i]; j++) {
+                if (sr_noscript(r) && attempt == 0)
+                    b[retry++] = b[at + j]; /* retry <= at + j: no overwrite */
+                else
+                    b[at + j]->status = sr_parse_reply(r, j, &b[at + j]->reply);
+            }
             freeReplyObject(r);
         }
         m = retry;

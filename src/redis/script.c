@@ -24,15 +24,19 @@
 __extension__ typedef unsigned __int128 sr_u128; /* for the range checks only */
 
 /*
- * KEYS[1]: the key.  ARGV: p, q, burst, want, need (integers).
- * Grants k units, need <= k <= want, or none.
- * Returns {k, retry_us, remaining, reset_us}: retry_us > 0 only on a denial.
+ * KEYS[1..n]: the keys.  ARGV: p, q, burst (integers), then want and need
+ * for each key.  For each key, grants k units, need <= k <= want, or none.
+ * Returns {k, retry_us, remaining, reset_us} for each key, flattened;
+ * retry_us > 0 only on a denial; k = -1 when the key holds something else
+ * (WRONGTYPE, not a TAT), so one bad key does not fail the others.
+ * One call decides a whole batch of concurrent callers: one TIME, one Lua
+ * call, instead of one per decision.  In Redis Cluster the keys of a call
+ * must share a slot (the client groups them, see cfg.cluster).
  */
 const char sr_script[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
     "local p, q, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local want, need = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
     "local tau = burst * p\n"
     /* floor(a / b) for 0 <= a, 0 < b, both below 2^53: the double quotient
      * may round up to the next integer, so correct it with exact products */
@@ -42,36 +46,46 @@ const char sr_script[] =
     "  while (k + 1) * b <= a do k = k + 1 end\n"
     "  return k\n"
     "end\n"
-    "local d = 0\n" /* TAT - now, in 1/q us, 0 <= d <= tau */
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if v then\n"
-    "  local us, fr = string.match(v, '^(%d+):(%d+)$')\n"
-    "  if us then us, fr = tonumber(us), tonumber(fr)\n"
+    "local function one(key, want, need)\n"
+    "  local d = 0\n" /* TAT - now, in 1/q us, 0 <= d <= tau */
+    "  local v = redis.pcall('GET', key)\n"
+    "  if type(v) == 'table' then return -1, 0, 0, 0 end\n"
+    "  if v then\n"
+    "    local us, fr = string.match(v, '^(%d+):(%d+)$')\n"
+    "    if us then us, fr = tonumber(us), tonumber(fr)\n"
     /* a TAT stored by the first version: whole us, rounded up (never fewer) */
-    "  else us, fr = tonumber(v), 0\n"
-    "    if not us then return redis.error_reply('sluice: not a TAT at ' .. KEYS[1]) end\n"
-    "    us = math.ceil(us)\n"
-    "  end\n"
-    "  if us >= now then\n"
+    "    else us, fr = tonumber(v), 0\n"
+    "      if not us then return -1, 0, 0, 0 end\n"
+    "      us = math.ceil(us)\n"
+    "    end\n"
+    "    if us >= now then\n"
     /* past tau only if Redis's clock went back: full, and kept below 2^53 */
-    "    if us - now > idiv(tau, q) + 1 then d = tau\n"
-    "    else d = (us - now) * q + fr end\n"
-    "    if d > tau then d = tau end\n"
+    "      if us - now > idiv(tau, q) + 1 then d = tau\n"
+    "      else d = (us - now) * q + fr end\n"
+    "      if d > tau then d = tau end\n"
+    "    end\n"
     "  end\n"
+    "  local avail = idiv(tau - d, p)\n"
+    "  local k = avail\n"
+    "  if k > want then k = want end\n"
+    "  if k < need then\n"
+    "    return 0, idiv(d + need * p - tau + q - 1, q), avail, idiv(d + q - 1, q)\n"
+    "  end\n"
+    "  if k > 0 then\n"
+    "    d = d + k * p\n"
+    "    local us = idiv(d, q)\n"
+    "    redis.call('SET', key, string.format('%.0f:%.0f', now + us, d - us * q),\n"
+    "               'PX', string.format('%.0f', idiv(us, 1000) + 2))\n"
+    "  end\n"
+    "  return k, 0, avail - k, idiv(d + q - 1, q)\n"
     "end\n"
-    "local avail = idiv(tau - d, p)\n"
-    "local k = avail\n"
-    "if k > want then k = want end\n"
-    "if k < need then\n"
-    "  return {0, idiv(d + need * p - tau + q - 1, q), avail, idiv(d + q - 1, q)}\n"
+    "local out = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local k, retry, rem, reset = one(KEYS[i], tonumber(ARGV[2 + 2 * i]),\n"
+    "                                   tonumber(ARGV[3 + 2 * i]))\n"
+    "  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = k, retry, rem, reset\n"
     "end\n"
-    "if k > 0 then\n"
-    "  d = d + k * p\n"
-    "  local us = idiv(d, q)\n"
-    "  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + us, d - us * q),\n"
-    "             'PX', string.format('%.0f', idiv(us, 1000) + 2))\n"
-    "end\n"
-    "return {k, 0, avail - k, idiv(d + q - 1, q)}\n";
+    "return out\n";
 
 uint64_t sr_now(void)
 {
@@ -129,14 +143,18 @@ static int sr_uint(const redisReply *r, uint64_t *out)
     return 0;
 }
 
-/* SR_OK and *out filled, or SR_ERROR for an error reply or any other shape. */
-int sr_parse_reply(const redisReply *r, struct sr_reply *out)
+/* The i-th key's answer in the script's reply: SR_OK and *out filled, or
+ * SR_ERROR for an error reply, a bad key (-1) or any other shape. */
+int sr_parse_reply(const redisReply *r, size_t i, struct sr_reply *out)
 {
     uint64_t retry_us, reset_us;
+    redisReply **e;
 
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        sr_uint(r->element[0], &out->granted) || sr_uint(r->element[1], &retry_us) ||
-        sr_uint(r->element[2], &out->remaining) || sr_uint(r->element[3], &reset_us))
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 4 * (i + 1))
+        return SR_ERROR;
+    e = r->element + 4 * i;
+    if (sr_uint(e[0], &out->granted) || sr_uint(e[1], &retry_us) ||
+        sr_uint(e[2], &out->remaining) || sr_uint(e[3], &reset_us))
         return SR_ERROR;
     /* microseconds below 2^53 (the params bound them): fit in ns */
     out->retry_ns = retry_us * 1000u;

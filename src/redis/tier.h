@@ -106,7 +106,7 @@ extern const char sr_script[];
 
 uint64_t sr_now(void);
 int sr_params_init(struct sr_params *par, uint64_t count, uint64_t period_ns, uint64_t burst);
-int sr_parse_reply(const redisReply *r, struct sr_reply *out);
+int sr_parse_reply(const redisReply *r, size_t i, struct sr_reply *out);
 
 int sr_pipe_init(struct sr_pipe *pp, unsigned nconn);
 void sr_pipe_destroy(struct sr_pipe *pp);

@@ -324,6 +324,26 @@ static void refused(void)
     sluice_redis_destroy(t);
 }
 
+struct mixed {
+    sluice_redis_t *t;
+    int id;
+    uint64_t until, eproto, allowed;
+};
+
+static void *mixed_main(void *arg)
+{
+    struct mixed *m = arg;
+    char key[16];
+
+    snprintf(key, sizeof(key), m->id == 0 ? "wrongtype" : "good-%d", m->id);
+    while (mono() < m->until) {
+        int rc = sluice_redis_acquire(m->t, key, strlen(key), 1, NULL);
+        m->eproto += rc == -EPROTO;
+        m->allowed += rc == SLUICE_ALLOW;
+    }
+    return NULL;
+}
+
 /* An error reply from a reachable Redis is not an outage: -EPROTO even when
  * failing open, counted apart. */
 static void error_reply(void)
@@ -343,6 +363,23 @@ static void error_reply(void)
     CHECK_EQ(st.error_replies, 3);
     CHECK_EQ(st.errors, 0);
     CHECK_EQ(st.failed_open, 0);
+    /* concurrent callers share script calls: the bad key fails alone */
+    {
+        struct mixed m[4];
+
+        for (int i = 0; i < 4; i++)
+            m[i] = (struct mixed){t, i, mono() + NS_PER_S / 5, 0, 0};
+        t_run_threads(4, mixed_main, m, sizeof(m[0]));
+        CHECK(m[0].eproto > 0);
+        for (int i = 1; i < 4; i++) {
+            CHECK_EQ(m[i].eproto, 0);
+            CHECK(m[i].allowed > 0);
+        }
+        sluice_redis_stats(t, &st);
+        printf("error reply: wrongtype key -EPROTO %llu times; 3 threads on good keys never "
+               "(%.2f calls per round trip)\n",
+               (unsigned long long)m[0].eproto, (double)st.redis_calls / (double)st.round_trips);
+    }
     sluice_redis_destroy(t);
 }
 
