@@ -209,10 +209,16 @@ static inline int lc_want(const struct lc_world *w, const struct lc_state *s, in
     return s->k[key].ovr >= 0 ? (int)s->k[key].ovr : (int)s->def[w->key_lim[key]];
 }
 
+/* Trees before 4b1a094 decided a stale time per limit (a window at its
+ * stored window, GCRA at the time itself), not at the key's latest
+ * admission: set for them (linearize.c: LIN_PER_LIMIT_TIME=1). */
+static int lc_per_limit_time;
+
 static inline int lc_key_fits(const struct lc_world *w, const struct lc_key *k, uint64_t now,
                               uint64_t cost)
 {
-    now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
+    if (!lc_per_limit_time)
+        now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
     for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
         if (!lc_fits(&w->pol[k->pol].limits[i], &k->lim[i], now, cost))
             return 0;
@@ -224,7 +230,8 @@ static inline int lc_key_fits(const struct lc_world *w, const struct lc_key *k, 
 static inline void lc_key_charge(const struct lc_world *w, struct lc_key *k, uint64_t now,
                                  uint64_t cost, unsigned mask, int admit)
 {
-    now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
+    if (!lc_per_limit_time)
+        now = now > (uint64_t)k->last ? now : (uint64_t)k->last;
     if (admit)
         k->last = (int64_t)now;
     for (unsigned i = 0; i < w->pol[k->pol].nlimits; i++)
