@@ -29,7 +29,8 @@
  *
  * Concurrency: callers of one tier share its connections (`connections`,
  * default 2).  Calls that arrive while round trips are in flight go out
- * together as the next pipeline, so throughput grows with the number of
+ * together as the next round trip, decided by one script call (one per
+ * hash slot with `cluster`), so throughput grows with the number of
  * callers.
  *
  * Failures: Redis unreachable or slower than timeout_ns is an outage: the
@@ -41,8 +42,9 @@
  * (WRONGTYPE on the key, a script error) is not an outage: it returns
  * -EPROTO, is counted in error_replies and never admits.
  *
- * Redis Cluster: the script touches one key, so it runs on any cluster
- * node that owns the key's slot.  Put a hash tag in the key ("{user42}:api")
+ * Redis Cluster: set `cluster`; each script call then touches keys of one
+ * slot only, so it runs on the node that owns that slot (redirections are
+ * not followed: connect to it).  Put a hash tag in the key ("{user42}:api")
  * to choose the slot; the prefix must not contain '{' or '}'.
  */
 #ifndef SLUICE_REDIS_H

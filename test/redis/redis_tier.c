@@ -87,7 +87,9 @@ static void global_bound(uint64_t count, uint64_t period, uint64_t burst, uint64
     CHECK_EQ(sum.errors, 0);
     /* round trips are saved when there is something to save: over the
      * limit denials stay in-process, and leases serve many admissions */
-    if (lease > 1 || sum.requests > bound)
+    if (slow_factor() >= 20)
+        ; /* valgrind: a round trip outlasts short retry times, nothing to count on */
+    else if (lease > 1 || sum.requests > bound)
         CHECK(sum.redis_calls * 2 < sum.requests);
     else
         CHECK_EQ(sum.redis_calls, sum.requests);
@@ -336,7 +338,7 @@ static void *mixed_main(void *arg)
     char key[16];
 
     snprintf(key, sizeof(key), m->id == 0 ? "wrongtype" : "good-%d", m->id);
-    while (mono() < m->until) {
+    for (int n = 0; n < 20 || mono() < m->until; n++) { /* some calls even when slow */
         int rc = sluice_redis_acquire(m->t, key, strlen(key), 1, NULL);
         m->eproto += rc == -EPROTO;
         m->allowed += rc == SLUICE_ALLOW;
