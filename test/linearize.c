@@ -13,7 +13,7 @@
  * (no order explains an ALLOW or an error code: fails); a hang (watchdog).
  *
  * Usage: linearize [SEED [ITERATIONS [FIRST]]] (default: time-seeded,
- * 120000 * SLUICE_TEST_SCALE histories).  Environment:
+ * 250000 * SLUICE_TEST_SCALE histories, about 25 s).  Environment:
  *   LIN_FOCUS=random|rollback|policy|refill|dup|reap  one history shape only
  *   LIN_NODUP=1       acquire_all never names a key twice (a tree that hangs)
  *   LIN_KEEP_GOING=1  count every violation instead of stopping at 3
@@ -309,9 +309,8 @@ static void gen_history(uint64_t seed, enum shape sh)
                     else
                         j++;
                 }
-            /* A reap at a time later than a racing call's decides that call
-             * on a fresh key where the kept state (read at the stale time)
-             * denies: reported apart (LIN_FOCUS=reap), not part of the run. */
+            /* Reaps at the first time, where "fresh at now" is fresh for every
+             * call; LIN_FOCUS=reap also reaps at later times than racing calls. */
             if (o->kind == LC_REAP && sh != S_REAP)
                 o->now = T0;
             H.delay[t][i] = rnd(&r, 4) == 0 ? UINT64_MAX : rnd(&r, 3) == 0 ? rnd(&r, 400) : 0;
@@ -516,7 +515,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
     double scale = t_scale(1, argv); /* SLUICE_TEST_SCALE and sanitizers only */
-    uint64_t iters = argc > 2 ? strtoull(argv[2], NULL, 0) : (uint64_t)(120000 * scale);
+    uint64_t iters = argc > 2 ? strtoull(argv[2], NULL, 0) : (uint64_t)(250000 * scale);
     uint64_t first = argc > 3 ? strtoull(argv[3], NULL, 0) : 0, per_shape[S_NSHAPES] = {0};
     const char *focus = getenv("LIN_FOCUS");
 
@@ -549,16 +548,17 @@ int main(int argc, char **argv)
             return T_SKIP;
     /* LIN_KEEP_GOING=1: count every violation (the first 3 are printed) */
     for (uint64_t i = first; i < first + iters && (keep_going || n_violations < 3); i++) {
-        /* 15% random; 40% each the two rare races (a rollback erasing a later
+        /* 10% random; 40% each the two rare races (a rollback erasing a later
          * charge, a policy change losing a racing admission: about one in
-         * 10^4 such histories catches them); 5% flips and duplicates, which
-         * need no race */
+         * 10^4 such histories catches them, and they are cheap); 5% each
+         * flips and duplicates, which need no race */
         unsigned slot = (unsigned)(i % 20);
         enum shape sh = forced >= 0 ? (enum shape)forced
-                        : slot < 3   ? S_RANDOM
-                        : slot < 11  ? S_ROLLBACK
-                        : slot < 19  ? S_POLICY
-                        : (i / 20) % 2 ? S_REFILL : S_DUP;
+                        : slot < 2   ? S_RANDOM
+                        : slot < 10  ? S_ROLLBACK
+                        : slot < 18  ? S_POLICY
+                        : slot == 18 ? S_REFILL
+                                     : S_DUP;
         cur_index = (sig_atomic_t)i;
         gen_history(t_rand(&(uint64_t){seed ^ (i * UINT64_C(0x2545f4914f6cdd1d))}), sh);
         per_shape[sh]++;
