@@ -17,14 +17,17 @@
 #define SL_MAX_KEYS 16
 
 /*
- * A full table reaps from the insert path: a new key scans every shard it
- * can lock at once for idle keys (at most SL_FULL_REMOVE removed), so it
- * gets the room of an idle key whenever one exists.  A scan that finds
- * nothing makes the next ones wait SL_FULL_QUIET_NS per key of max_keys
- * (of the callers' time): under a flood of fresh keys at max_keys, scans
- * then take a bounded share of the time (a scan visits about 2 slots per
- * key, some 10-20 ns each), while keys that turn idle are found soon after.
+ * A full table reaps from the insert path, in bounded steps: each new key
+ * scans up to SL_FULL_SCAN slots, of its own shard first, then of other
+ * shards in turn (those it can lock at once), each from its cursor, and
+ * removes at most SL_FULL_REMOVE idle keys.  Successive new keys so visit
+ * every slot in turn, and an idle key is found within about
+ * slots / SL_FULL_SCAN new keys (at once when idle keys are common).  Once
+ * scans have covered the whole table without finding room, the next ones
+ * wait SL_FULL_QUIET_NS per key of max_keys (of the callers' time): under a
+ * flood of fresh keys at max_keys, reaping takes a bounded share of time.
  */
+#define SL_FULL_SCAN 1024
 #define SL_FULL_REMOVE 16
 #define SL_FULL_QUIET_NS 100
 void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len)
@@ -62,29 +65,51 @@ static bool sl_key_take(struct sluice *l)
     return false;
 }
 
-/* Free room for a new key: s (locked by us) first, then every other shard
- * that is free at once (trylock: we hold s, so waiting could deadlock). */
-static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t now, bool always)
+/* A fruitless scan: count it, and once the whole table has been scanned
+ * in vain, pause the scans (relaxed: hints; racing writers only make one
+ * scan more or less). */
+static void sl_room_fruitless(struct sluice *l, uint64_t scanned, uint64_t now, uint64_t quiet)
+{
+    uint64_t slots = 4 * (uint64_t)l->max_keys + 64 * (uint64_t)l->nshards;
+
+    if (atomic_fetch_add_explicit(&l->room_fruitless, scanned, memory_order_relaxed) + scanned <
+        slots)
+        return;
+    sl_store_rlx(&l->room_fruitless, 0);
+    sl_store_rlx(&l->room_quiet_until, sl_last_encode(now + quiet));
+}
+
+/* Free room for a new key: s (locked by us) first, then other shards that
+ * are free at once (trylock: we hold s, so waiting could deadlock).
+ * exhaustive (override_set): every slot of every shard it can lock. */
+static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t now, bool exhaustive)
 {
     uint64_t quiet = sl_min64(l->max_keys, UINT64_MAX / SL_FULL_QUIET_NS) * SL_FULL_QUIET_NS;
-    uint64_t until = sl_load_rlx(&l->full_quiet_until), budget = UINT64_MAX;
+    uint64_t until = sl_load_rlx(&l->room_quiet_until); /* 1 + time, 0: none */
+    uint64_t start = exhaustive ? UINT64_MAX : SL_FULL_SCAN, budget = start;
     size_t freed;
 
     /* modular: a clock stepped back far ends the quiet time, never extends it */
-    if (!always && until - now - 1 < quiet)
+    if (!exhaustive && until != 0 && (until - 1) - now - 1 < quiet)
         return 0;
     freed = sl_table_reap_some(s, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
-    for (unsigned k = 1; k < l->nshards && freed == 0; k++) {
-        struct sl_shard *o = &l->shards[(unsigned)(s - l->shards + k) & (l->nshards - 1)];
-        if (!sl_shard_trylock(o))
+    for (unsigned k = 1; k < l->nshards && freed == 0 && budget > 0; k++) {
+        /* relaxed: only spreads the scans over the shards */
+        unsigned next = exhaustive ? (unsigned)(s - l->shards) + k
+                                   : atomic_fetch_add_explicit(&l->reap_next, 1,
+                                                               memory_order_relaxed);
+        struct sl_shard *o = &l->shards[next & (l->nshards - 1)];
+        if (o == s || !sl_shard_trylock(o))
             continue;
-        budget = UINT64_MAX;
+        if (exhaustive)
+            budget = UINT64_MAX;
         freed = sl_table_reap_some(o, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
         sl_shard_unlock(o);
     }
-    /* relaxed: a hint; racing writers only make one scan more or less */
-    if (freed == 0)
-        sl_store_rlx(&l->full_quiet_until, now + quiet);
+    if (freed != 0)
+        sl_store_rlx(&l->room_fruitless, 0);
+    else if (!exhaustive)
+        sl_room_fruitless(l, start - budget, now, quiet);
     return freed;
 }
 
@@ -381,21 +406,12 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool cha
  * Remember the latest admission: the reaper's idle test, the time a policy
  * change reads the state at, and the floor of later decisions' times.  A
  * maximum by CAS (a plain load-then-store could lower it when admissions
- * race), in modular order like every time here.  relaxed: writers read it
- * under the shard lock, for which a slightly old value only delays reaping
- * or is a time the state is valid at.
+ * race), in modular order like every time here.
  */
 static void sl_touch(struct sl_target *g, uint64_t at)
 {
-    uint64_t enc = at + 1, seen;
-
-    if (g->e == NULL || enc == 0)
-        return;
-    seen = sl_load_rlx(&g->e->last_ns);
-    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
-           !atomic_compare_exchange_weak_explicit(&g->e->last_ns, &seen, enc, memory_order_relaxed,
-                                                  memory_order_relaxed))
-        ;
+    if (g->e != NULL)
+        sl_time_raise(&g->e->last_ns, at);
 }
 
 /*
@@ -452,6 +468,22 @@ static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct 
     res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
 }
 
+/* -E2BIG before anything is created: a request that some key's policy can
+ * never admit must not insert the keys before it (an error charges and
+ * makes nothing; the resolve loop checks again against a racing change). */
+static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sl_entry *e = sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len);
+        struct sl_policy *pol = e != NULL && e->pol->is_override
+                                    ? e->pol
+                                    : atomic_load_explicit(&g[i].l->policy, memory_order_acquire);
+        if (cost > pol->min_cap)
+            return -E2BIG;
+    }
+    return 0;
+}
+
 /* Resolve, then charge (or only report); loops while entries are replaced. */
 static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
                      uint64_t now, bool charge, struct sluice_result *res)
@@ -461,6 +493,8 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
     int rc = 0;
 
     SL_ASSERT(sl_epoch_active(t));
+    if (n > 1 && (rc = sl_cost_check(g, n, cost)) < 0)
+        return rc;
     for (;;) {
         flags = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
@@ -626,11 +660,15 @@ int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, u
 
 /*
  * The batch: each request decided exactly as sluice_acquire_at would, in
- * order, in one epoch section, with the key of request i + SL_BATCH_AHEAD
- * hashed and its slot line prefetched while request i is decided, so the
- * cache misses of consecutive keys overlap.
+ * order, with the key of request i + SL_BATCH_AHEAD hashed and its slot
+ * line prefetched while request i is decided, so the cache misses of
+ * consecutive keys overlap.  One epoch section per SL_BATCH_SECTION
+ * requests: a section held for a whole batch of any length would stop
+ * every thread's reclamation meanwhile.  The prefetched targets stay valid
+ * across the break: they hold the key, hash and shard, not entries.
  */
 #define SL_BATCH_AHEAD 4
+#define SL_BATCH_SECTION 256
 
 static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struct sl_target *g)
 {
@@ -673,6 +711,10 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
             }
         }
         rcs[i] = rc;
+        if (i % SL_BATCH_SECTION == SL_BATCH_SECTION - 1) {
+            sl_epoch_end(t); /* let reclamation move on */
+            sl_epoch_begin(t);
+        }
         if (i + SL_BATCH_AHEAD < n)
             sl_batch_prepare(l, &reqs[i + SL_BATCH_AHEAD], &ring[i % SL_BATCH_AHEAD]);
     }

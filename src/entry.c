@@ -42,6 +42,8 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
     memset(e, 0, size);
     e->key_len = (uint32_t)len;
     e->pol = pol;
+    /* decided no earlier than the latest reap (see sl_table_reap_some) */
+    sl_store_rlx(&e->last_ns, sl_load_rlx(&l->reap_floor));
     if (len != 0)
         memcpy((unsigned char *)&e->w[pol->nwords], key, len);
     *out = e;

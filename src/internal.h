@@ -182,9 +182,24 @@ struct sl_probe {
     uint64_t hash;
 };
 
-/* The time of e's latest admission; false if it had none (or it was at
- * UINT64_MAX, which the +1 encoding cannot tell apart: only a later
- * reap or a missed clamp follows, both harmless). */
+/* last_ns holds 1 + the time, 0 for none; UINT64_MAX reads back 1 ns
+ * early (UINT64_MAX - 1), which only ever decides 1 ns earlier. */
+static inline uint64_t sl_last_encode(uint64_t t) { return t == UINT64_MAX ? t : t + 1; }
+
+/* Raise an encoded time word to t in modular order, by CAS so racing
+ * writers never lower it.  relaxed: its readers either hold the shard lock
+ * or only need some value it held (a floor for later decisions). */
+static inline void sl_time_raise(sl_aword *w, uint64_t t)
+{
+    uint64_t enc = sl_last_encode(t), seen = sl_load_rlx(w);
+
+    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
+           !atomic_compare_exchange_weak_explicit(w, &seen, enc, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+/* The time of e's latest admission; false if it had none. */
 static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
 {
     uint64_t v = sl_load_rlx(&e->last_ns);
@@ -239,7 +254,12 @@ struct sluice {
 
     sl_aword nkeys SL_ALIGNED;  /* live keys, reserved before insert */
     sl_aword inserted, reaped, full, memory;
-    sl_aword full_quiet_until;  /* no reap for room before this time (decide.c) */
+    sl_aword reap_floor;        /* 1 + the latest time keys were reaped at, 0: never;
+                                   new keys start from it (sl_entry_new) */
+    /* reaping for room at max_keys (decide.c): slots scanned in vain since
+     * room was last found; 1 + the time before which no scan is made, 0 none */
+    sl_aword room_fruitless, room_quiet_until;
+    _Atomic unsigned reap_next; /* the next other shard such a scan visits */
     struct sl_stat_slot stat[SL_STAT_SLOTS + 1];
 
     pthread_t reaper;

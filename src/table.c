@@ -332,6 +332,11 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     if (batch != NULL)
         sl_limbo_retire(th, batch);
     if (removed != 0) {
+        /* The removed keys were fresh at now; a request for one of them
+         * stamped earlier (an out-of-order clock) now makes a new key, which
+         * must not read as fresh at that earlier time: new keys start at
+         * the latest reap time (sl_entry_new), as if observed then. */
+        sl_time_raise(&l->reap_floor, now);
         s->live -= removed;
         sl_uncount(&l->nkeys, removed);
         sl_count(&l->reaped, removed);
