@@ -17,6 +17,10 @@
  * than any waiter's own deadline.  Connecting is bounded the same way.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -249,10 +253,25 @@ broken:
     sr_drop(pp);
 }
 
-static void sr_deadline_ts(uint64_t deadline, struct timespec *ts)
+/*
+ * Callers sleep on their call's state word with the futex system call, not
+ * on a condition variable: a leader wakes each caller of its batch after
+ * releasing the queue's lock, so the woken callers do not pile up on that
+ * lock one after another (with a condition variable signalled under the
+ * lock, that convoy cost a context switch per caller per round trip).
+ * Waking an address whose caller has already returned is harmless: a
+ * futex wake only names an address, and every sleeper re-checks its state.
+ */
+static void sr_sleep(_Atomic int *state, int seen, const struct timespec *until)
 {
-    ts->tv_sec = (time_t)(deadline / 1000000000u);
-    ts->tv_nsec = (long)(deadline % 1000000000u);
+    /* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline (or none) */
+    syscall(SYS_futex, (int *)state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, until, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+static void sr_wake(_Atomic int *state)
+{
+    syscall(SYS_futex, (int *)state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
 /* Queue `call` and return its status once answered, or SR_DOWN at its
@@ -260,80 +279,92 @@ static void sr_deadline_ts(uint64_t deadline, struct timespec *ts)
 int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
 {
     struct sr_pipe *pp = &t->pipe;
-    struct sr_call *batch[SR_BATCH_MAX];
-    pthread_condattr_t ca;
-    struct timespec ts;
+    struct sr_call *batch[SR_BATCH_MAX], *heir = NULL;
+    struct sr_conn *conn;
+    struct timespec until;
+    size_t n = 0;
+    int s;
 
-    /* the waits below are on CLOCK_MONOTONIC, the deadlines' clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&call->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    sr_deadline_ts(call->deadline, &ts);
+    until.tv_sec = (time_t)(call->deadline / 1000000000u);
+    until.tv_nsec = (long)(call->deadline % 1000000000u);
     call->next = NULL;
-    call->taken = call->done = 0;
     call->lead = NULL;
     call->status = SR_DOWN;
+    atomic_init(&call->state, SR_QUEUED);
 
     pthread_mutex_lock(&pp->lock);
-    *pp->tail = call;
-    pp->tail = &call->next;
-    for (unsigned i = 0; i < pp->nconn && pp->head == call; i++)
-        if (!pp->conn[i].busy) { /* an idle connection: lead it now */
+    /* A connection is idle only while nobody queues (a leader that is done
+     * hands its connection to the first in line), so a caller either leads
+     * at once or queues.  A leader is never in the queue: no other leader
+     * can pick it as its heir too. */
+    for (unsigned i = 0; i < pp->nconn && pp->head == NULL; i++)
+        if (!pp->conn[i].busy) {
             pp->conn[i].busy = 1;
             call->lead = &pp->conn[i];
+            atomic_store_explicit(&call->state, SR_LEAD, memory_order_relaxed); /* our own */
             break;
         }
-    while (!call->done && !call->lead) {
-        if (call->taken) {
-            /* the leader's socket timeout is at most our deadline */
-            pthread_cond_wait(&call->cv, &pp->lock);
-            continue;
-        }
-        if (pthread_cond_timedwait(&call->cv, &pp->lock, &ts) == ETIMEDOUT && !call->taken &&
-            !call->done && !call->lead) {
-            /* still queued at the deadline: leave the queue, an outage */
-            struct sr_call **pc = &pp->head;
-
-            while (*pc != call)
-                pc = &(*pc)->next;
-            *pc = call->next;
-            if (pp->tail == &call->next)
-                pp->tail = pc;
-            call->done = 1;
-        }
-    }
-    while (call->lead) {
-        size_t n = 0;
-
-        while (pp->head != NULL && n < SR_BATCH_MAX) {
-            batch[n] = pp->head;
-            batch[n++]->taken = 1;
-            pp->head = pp->head->next;
-        }
-        if (pp->head == NULL)
-            pp->tail = &pp->head;
-        pthread_mutex_unlock(&pp->lock);
-        sr_send(t, call->lead, batch, n);
-        pthread_mutex_lock(&pp->lock);
-        for (size_t i = 0; i < n; i++) {
-            batch[i]->done = 1;
-            /* under the lock: the waiter cannot return (and free its
-             * stack) before we are done with its call */
-            if (batch[i] != call)
-                pthread_cond_signal(&batch[i]->cv);
-        }
-        if (!call->done)
-            continue; /* more than SR_BATCH_MAX queued ahead of us */
-        if (pp->head != NULL) {
-            pp->head->lead = call->lead;
-            pthread_cond_signal(&pp->head->cv);
-        } else {
-            call->lead->busy = 0;
-        }
-        call->lead = NULL;
+    if (call->lead == NULL) {
+        *pp->tail = call;
+        pp->tail = &call->next;
     }
     pthread_mutex_unlock(&pp->lock);
-    pthread_cond_destroy(&call->cv);
+
+    while ((s = atomic_load_explicit(&call->state, memory_order_acquire)) != SR_LEAD) {
+        if (s == SR_DONE)
+            return call->status;
+        if (s == SR_QUEUED && sr_now() >= call->deadline) {
+            pthread_mutex_lock(&pp->lock); /* the queue, and the state under it */
+            if (atomic_load_explicit(&call->state, memory_order_relaxed) == SR_QUEUED) {
+                /* still queued at the deadline: leave the queue, an outage */
+                struct sr_call **pc = &pp->head;
+
+                while (*pc != call)
+                    pc = &(*pc)->next;
+                *pc = call->next;
+                if (pp->tail == &call->next)
+                    pp->tail = pc;
+                pthread_mutex_unlock(&pp->lock);
+                return SR_DOWN;
+            }
+            pthread_mutex_unlock(&pp->lock);
+            continue;
+        }
+        /* queued: until the deadline; taken: the leader's socket timeout is
+         * the batch's earliest deadline, never later than ours */
+        sr_sleep(&call->state, s, s == SR_QUEUED ? &until : NULL);
+    }
+
+    /* Leader: our call first, then everyone queued since. */
+    conn = call->lead;
+    batch[n++] = call;
+    pthread_mutex_lock(&pp->lock);
+    while (pp->head != NULL && n < SR_BATCH_MAX) {
+        batch[n] = pp->head;
+        atomic_store_explicit(&batch[n++]->state, SR_TAKEN, memory_order_relaxed);
+        pp->head = pp->head->next;
+    }
+    if (pp->head == NULL)
+        pp->tail = &pp->head;
+    pthread_mutex_unlock(&pp->lock);
+    sr_send(t, conn, batch, n);
+    pthread_mutex_lock(&pp->lock);
+    if (pp->head != NULL) { /* hand the connection to the next in line */
+        heir = pp->head;
+        pp->head = heir->next;
+        if (pp->head == NULL)
+            pp->tail = &pp->head;
+        heir->lead = conn;
+        atomic_store_explicit(&heir->state, SR_LEAD, memory_order_release);
+    } else {
+        conn->busy = 0;
+    }
+    pthread_mutex_unlock(&pp->lock);
+    if (heir != NULL)
+        sr_wake(&heir->state);
+    for (size_t i = 1; i < n; i++) {
+        atomic_store_explicit(&batch[i]->state, SR_DONE, memory_order_release);
+        sr_wake(&batch[i]->state); /* it may have returned already: harmless */
+    }
     return call->status;
 }

@@ -42,17 +42,21 @@ enum {
 };
 
 /* One synchronous caller's request, on its stack, queued for a round trip. */
+enum { SR_QUEUED, SR_TAKEN, SR_LEAD, SR_DONE };
 struct sr_call {
     struct sr_call *next;
     const char *rkey; /* prefix + key */
     size_t rlen;
     uint64_t want, need, deadline;
     struct sr_reply reply;
-    int status;       /* SR_OK, SR_DOWN, SR_ERROR; valid once done */
-    int taken;        /* in a batch that a leader is sending */
-    int done;
-    struct sr_conn *lead; /* handed a connection: send the next batch */
-    pthread_cond_t cv;
+    int status;           /* SR_OK, SR_DOWN, SR_ERROR; valid once SR_DONE */
+    struct sr_conn *lead; /* the connection handed over with SR_LEAD */
+    /* SR_QUEUED -> SR_TAKEN (in a leader's batch) -> SR_DONE, or
+     * SR_QUEUED -> SR_LEAD (send the next batch), or SR_QUEUED -> SR_DONE
+     * (gave up at the deadline).  The caller sleeps on it (a futex).
+     * Release stores of SR_LEAD and SR_DONE publish lead, status and reply
+     * to the caller's acquire load. */
+    _Atomic int state;
 };
 
 /* One synchronous connection; all but `busy` belong to its leader. */
