@@ -208,6 +208,7 @@ static void gen_history(uint64_t seed, enum shape sh)
     static const uint64_t offs[] = {0, NS_PER_S / 4, 3 * NS_PER_S / 5, NS_PER_S, 3 * NS_PER_S / 2};
     int ntimes = 1, advancing = sh == S_RANDOM || sh == S_REAP ? (int)rnd(&r, 2) : (int)(rnd(&r, 4) == 0);
     struct lc_world *w = &H.w;
+    uint64_t race_cost = 0;
 
     memset(w, 0, sizeof(*w));
     w->nlimiters = 1 + (int)rnd(&r, 2);
@@ -225,11 +226,17 @@ static void gen_history(uint64_t seed, enum shape sh)
         w->pol[0].nlimits = 2;
         w->pol[0].limits[0] = gcra10(10, 10);
         gen_limit(&r, &w->pol[0].limits[1], rnd(&r, 2) ? SLUICE_FIXED_WINDOW : SLUICE_GCRA);
-        w->pol[0].limits[1].count = 2 + rnd(&r, 4);
+        /* room for exactly one first call of each thread (see below) */
+        w->pol[0].limits[1].count = race_cost = 1 + rnd(&r, 3);
         w->pol[0].limits[1].burst = 0;
         w->pol[1] = w->pol[0];
         w->pol[1].nlimits = 1;
         w->pol[1].limits[0] = w->pol[0].limits[1];
+        /* mostly GCRA alone on k0 and the small limit alone on k1 (two
+         * limiters): the loser charges k0, fails on k1, rolls k0 back just as
+         * the winner charges k0 */
+        w->nlimiters = 2;
+        w->pol[0].nlimits = rnd(&r, 4) == 0 ? 2 : 1;
         break;
     case S_POLICY: /* GCRA 10/s admissions racing policy changes that keep its TAT */
         H.nthreads = 2;
@@ -268,7 +275,7 @@ static void gen_history(uint64_t seed, enum shape sh)
     /* the limiter clock (administrative calls' time) at or before the _at times */
     H.admin_now = T0 - (rnd(&r, 2) || sh == S_POLICY ? NS_PER_S : 0);
     for (int t = 0; t < H.nthreads; t++) {
-        int ti = 0;
+        int ti = sh == S_POLICY && t == 1; /* thread 1 a period later throughout */
         H.nops[t] = 3 + (int)rnd(&r, MAX_OPS - 2);
         for (int i = 0; i < H.nops[t]; i++) {
             struct lc_op *o = &H.op[t][i];
@@ -314,6 +321,26 @@ static void gen_history(uint64_t seed, enum shape sh)
             if (o->kind == LC_REAP && sh != S_REAP)
                 o->now = T0;
             H.delay[t][i] = rnd(&r, 4) == 0 ? UINT64_MAX : rnd(&r, 3) == 0 ? rnd(&r, 400) : 0;
+            if (sh == S_ROLLBACK && i == 0) {
+                /* Both threads start (together) with the whole room of the
+                 * second limit: one charges it, the other loses it after
+                 * charging GCRA and rolls back while the winner, a period
+                 * later, charges GCRA too. */
+                o->kind = w->pol[0].nlimits == 2 && rnd(&r, 2) ? LC_ACQ : LC_ALL;
+                o->key = 0;
+                o->nk = 2, o->keys[0] = t, o->keys[1] = 1 - t;
+                o->cost = race_cost;
+                H.delay[t][i] = t == 0 ? 0 : rnd(&r, 60);
+            }
+            if (sh == S_POLICY && i == 0) {
+                /* Both threads start by admitting k0, at t0 and at t1: the
+                 * key's latest admission must end up t1 (two racing records
+                 * of it), or a later migration reads the state at t0, where
+                 * its TAT is more than tau ahead. */
+                o->kind = LC_ACQ;
+                o->key = 0;
+                H.delay[t][i] = t == 0 ? 0 : rnd(&r, 60);
+            }
         }
     }
 }
