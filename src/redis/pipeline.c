@@ -1,28 +1,27 @@
 /*
  * The synchronous connections, shared by concurrent callers by combining:
  * a caller that finds a connection idle becomes its leader, takes every
- * queued call (its own included), sends them as one pipeline and reads the
- * replies with no lock held; calls arriving while every connection is busy
- * queue up, and a leader that is done hands its connection to the first of
- * them, which sends the next batch.  Two connections keep Redis busy while
- * one leader wakes its callers and hands over.  One caller alone pays one round trip as
- * before; n callers share round trips, so Redis's per-command cost (not the
- * network latency) bounds the throughput.
+ * queued call (its own first), sends them as one script call (one per hash
+ * slot with cfg.cluster) and reads the reply with no lock held; calls
+ * arriving while every connection is busy queue up, and a leader that is
+ * done hands its connection to the first of them, which sends the next
+ * batch.  Two connections keep Redis busy while one leader wakes its
+ * callers and hands over.  One caller alone pays one round trip as before;
+ * n callers share round trips and script calls.
  *
  * Every caller's wait is bounded by its own deadline (now + timeout_ns, plus
- * at most an eighth of it, see sr_send):
- * a queued call gives up at its deadline and unlinks itself; a call in a
- * batch waits for the leader, whose socket timeout is the earliest deadline
- * of the batch, and calls queue in arrival order, so that is never later
- * than any waiter's own deadline.  Connecting is bounded the same way.
+ * at most an eighth of it, see sr_send): a queued call gives up at its
+ * deadline and unlinks itself; a call in a batch waits for the leader,
+ * whose socket timeout is the earliest deadline of the batch, and calls
+ * queue in arrival order, so that is never later than any waiter's own
+ * deadline.  Connecting is bounded the same way.
  */
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/time.h>
 #include <time.h>
 
