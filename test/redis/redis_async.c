@@ -79,6 +79,18 @@ static void decisions(struct event_base *base)
     CHECK_EQ(ta.denied, 1);
     CHECK_EQ(ta.flags & SLUICE_REDIS_F_CACHED, SLUICE_REDIS_F_CACHED);
     CHECK_EQ(sluice_redis_acquire_async(t, "async", 5, 51, on_decision, &ta), -E2BIG);
+    /* Redis forgot the script: loaded again (EVAL), not an error */
+    {
+        redisReply *rep = redis_cmd("SCRIPT FLUSH");
+
+        if (rep)
+            freeReplyObject(rep);
+        memset(&ta, 0, sizeof(ta));
+        for (int i = 0; i < 3; i++)
+            sluice_redis_acquire_async(t, "flushed", 7, 1, on_decision, &ta);
+        run_until(base, &ta, 3);
+        CHECK_EQ(ta.allowed, 3);
+    }
     CHECK_EQ(sluice_redis_acquire_async(t, "async", 5, 1, NULL, &ta), -EINVAL);
     sluice_redis_destroy(t);
 }

@@ -143,6 +143,26 @@ static void global_retry(void)
     sluice_redis_destroy(t);
 }
 
+/* Redis forgot the script (SCRIPT FLUSH, or a restart behind a proxy):
+ * NOSCRIPT is answered by loading it again, not by failing. */
+static void script_flushed(void)
+{
+    sluice_redis_t *t = tier(1000, NS_PER_S, 0, 0, NULL);
+    struct sluice_redis_stats st;
+    redisReply *rep;
+
+    CHECK_EQ(sluice_redis_acquire(t, "flush", 5, 1, NULL), SLUICE_ALLOW);
+    rep = redis_cmd("SCRIPT FLUSH");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    if (rep)
+        freeReplyObject(rep);
+    CHECK_EQ(sluice_redis_acquire(t, "flush", 5, 1, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "flush", 5, 1, NULL), SLUICE_ALLOW);
+    sluice_redis_stats(t, &st);
+    CHECK_EQ(st.errors + st.error_replies, 0);
+    sluice_redis_destroy(t);
+}
+
 /* The log hook: counts messages, keeps the last. */
 static _Atomic int log_count;
 static char log_last[256];
@@ -431,6 +451,7 @@ int main(void)
     global_bound(1000000, NS_PER_S, 0, 64, "global-d");
     local_first();
     global_retry();
+    script_flushed();
     redis_stopped();
     redis_killed();
     redis_teardown();
