@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,6 +95,8 @@ static int redis_start(void)
             for (int i = 0; server_extra[i] != NULL; i++)
                 argv[n++] = server_extra[i];
             argv[n] = NULL;
+            /* the server dies with the test, even one killed by a signal */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (freopen("/dev/null", "w", stdout) == NULL)
                 _exit(127);
             execvp("redis-server", (char **)argv);
