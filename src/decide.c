@@ -317,6 +317,51 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
     return denied ? SL_NO : SL_OK;
 }
 
+/* A charge lost a race (after the read-only check passed, or to a far
+ * newer admission): decide again. */
+#define SL_RACED 3
+
+/*
+ * Far-behind times and racing admissions.  A state word holds times modulo
+ * a range, so a time far behind an admission (a stepped clock) could read
+ * it as fresh; sl_decide_time clamps to the key's latest admission, but a
+ * racing admission's time may not be in last_ns yet when we read it.  So an
+ * admission that moves a key more than SL_TIME_SLACK ahead of its last_ns
+ * raises last_ns first (sl_floor_ahead; at most one write per SL_TIME_SLACK
+ * per key; only when a read-only check says the charge will pass, so a
+ * denial writes nothing unless it races), and a charge re-reads last_ns
+ * after its CAS, which saw every
+ * charge before it and so every such raise (sl_floor_behind): a time more
+ * than SL_TIME_SLACK behind it was decided against a state it may misread,
+ * so the charge is taken back and decided again.  SL_TIME_SLACK (2^40 ns,
+ * 18 min) plus the same again stays far inside every algorithm's range.
+ */
+#define SL_TIME_SLACK (UINT64_C(1) << 40)
+
+static void sl_floor_ahead(struct sl_target *g, uint64_t cost)
+{
+    uint64_t last;
+
+    if (g->e == NULL ||
+        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= (int64_t)SL_TIME_SLACK))
+        return;
+    for (unsigned j = 0; j < g->pol->nlimits; j++) {
+        const struct sl_lim *lim = &g->pol->lim[j];
+        struct sl_report r;
+        if (lim->ops->report(lim, g->w + lim->off, g->at, cost, &r) != SL_OK)
+            return; /* it will not pass (or is frozen): nothing to publish */
+    }
+    sl_time_raise(&g->e->last_ns, g->at);
+}
+
+static bool sl_floor_behind(struct sl_target *g)
+{
+    uint64_t last;
+
+    return g->e != NULL && sl_entry_last(g->e, &last) &&
+           (int64_t)(g->at - last) < -(int64_t)SL_TIME_SLACK;
+}
+
 /* Charge every limit of every tracked key; all or nothing. */
 static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                          size_t *frozen)
@@ -324,6 +369,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
     for (size_t i = 0; i < n; i++) {
         if (g[i].e == NULL)
             continue; /* untracked: the table is full and fails open */
+        sl_floor_ahead(&g[i], cost);
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
             int rc = lim->ops->charge(lim, g[i].w + lim->off, g[i].at, cost, &g[i].receipt[j]);
@@ -345,11 +391,14 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
             return SL_NO;
         }
     }
+    for (size_t i = 0; i < n; i++)
+        if (sl_floor_behind(&g[i])) {
+            sl_undo_all(g, n, cost);
+            return SL_RACED;
+        }
     return SL_OK;
 }
 
-/* A charge lost a race after the read-only check passed: decide again. */
-#define SL_RACED 3
 
 static size_t sl_total_limits(const struct sl_target *g, size_t n)
 {
@@ -598,10 +647,15 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
         (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
         return -EAGAIN;
     g.w = g.e->w;
-    now = sl_decide_time(g.e, now);
+    g.at = now = sl_decide_time(g.e, now);
+    sl_floor_ahead(&g, cost);
     rc = lim->ops->charge(lim, g.w + lim->off, now, cost, &g.receipt[0]);
     if (rc == SL_FROZEN)
         return -EAGAIN;
+    if (rc == SL_OK && sl_floor_behind(&g)) {
+        lim->ops->undo(lim, g.w + lim->off, cost, g.receipt[0]);
+        return -EAGAIN; /* decided again, at the newer time */
+    }
     if (res != NULL) {
         struct sl_report r;
         if (lim->ops->report(lim, g.w + lim->off, now, rc == SL_OK ? 0 : cost, &r) == SL_FROZEN)
