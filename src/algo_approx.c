@@ -67,25 +67,34 @@ static int approx_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
         approx_view(lim, c, now, &v);
         if (approx_room(lim, &v) < (sl_i128)((sl_u128)cost * lim->width))
             return SL_NO;
-        if (sl_cas_acqrel(w, &c, sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost)))) {
-            *receipt = v.idx;
+        uint64_t before = c,
+                 after = sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost));
+        if (sl_cas_acqrel(w, &c, after)) {
+            receipt[0] = v.idx;
+            receipt[1] = before;
+            receipt[2] = after;
             return SL_OK;
         }
     }
 }
 
-static void approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+static void approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+                        const uint64_t *receipt)
 {
-    uint64_t c = sl_load_acq(w);
+    uint64_t c;
+
+    if (sl_undo_exact(w, receipt)) /* untouched since: the exact word before */
+        return;
+    c = sl_load_acq(w);
 
     for (;;) {
         uint64_t prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
         uint64_t idx = sl_word_index(lim, c);
         if (c & SL_DEAD)
             return;
-        if (idx == (receipt & lim->imask))
+        if (idx == (receipt[0] & lim->imask))
             cur -= sl_min64(cur, cost);
-        else if (idx == ((receipt + 1) & lim->imask))
+        else if (idx == ((receipt[0] + 1) & lim->imask))
             prev -= sl_min64(prev, cost);
         else
             return;

@@ -41,23 +41,32 @@ static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
         idx = fixed_view(lim, c, now, &used);
         if (used + cost > lim->def.count)
             return SL_NO;
-        if (sl_cas_acqrel(w, &c, sl_word_make(lim, idx, used + cost))) {
-            *receipt = idx;
+        uint64_t before = c, after = sl_word_make(lim, idx, used + cost);
+        if (sl_cas_acqrel(w, &c, after)) {
+            receipt[0] = idx;
+            receipt[1] = before;
+            receipt[2] = after;
             return SL_OK;
         }
     }
 }
 
-static void fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+static void fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+                       const uint64_t *receipt)
 {
-    uint64_t c = sl_load_acq(w);
+    uint64_t c;
 
+    /* Untouched since: the exact word before, even if the charge moved the
+     * window (subtracting would lose the older window's units). */
+    if (sl_undo_exact(w, receipt))
+        return;
+    c = sl_load_acq(w);
     for (;;) {
         uint64_t used = c & lim->cmask;
-        if ((c & SL_DEAD) || sl_word_index(lim, c) != (receipt & lim->imask))
+        if ((c & SL_DEAD) || sl_word_index(lim, c) != (receipt[0] & lim->imask))
             return; /* frozen, or the window is over and the charge with it */
         used -= sl_min64(used, cost);
-        if (sl_cas_acqrel(w, &c, sl_word_make(lim, receipt, used)))
+        if (sl_cas_acqrel(w, &c, sl_word_make(lim, receipt[0], used)))
             return;
     }
 }

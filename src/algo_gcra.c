@@ -111,7 +111,8 @@ static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
             return SL_NO;
         nw = gcra_word(lim, now, gap);
         if (sl_cas_acqrel(w, &c, nw)) {
-            *receipt = nw; /* undo() takes back exactly this */
+            receipt[0] = nw; /* undo() takes back exactly this */
+            receipt[1] = receipt[2] = 0;
             return SL_OK;
         }
     }
@@ -126,12 +127,13 @@ static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
  * only grows with charges and only returns to `receipt` when every later
  * charge was undone, so a CAS from `receipt` cannot take anyone else's.
  */
-static void gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+static void gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+                      const uint64_t *receipt)
 {
     sl_u128 back = (sl_u128)cost * lim->p;
     uint64_t whole = (uint64_t)(back / lim->q), frac = (uint64_t)(back % lim->q);
-    uint64_t a = receipt >> lim->fbits, f = receipt & ((UINT64_C(1) << lim->fbits) - 1), nw;
-    uint64_t expect = receipt;
+    uint64_t a = receipt[0] >> lim->fbits, f = receipt[0] & ((UINT64_C(1) << lim->fbits) - 1), nw;
+    uint64_t expect = receipt[0];
 
     if (f < frac) {
         f += lim->q;

@@ -98,7 +98,8 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         sl_store_rlx(&w[1], v.n + cost);
         /* +1, not a store: keeps a SL_DEAD set meanwhile by a freezer */
         atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
-        *receipt = v.n + cost; /* N after this charge: see log_undo() */
+        receipt[0] = v.n + cost; /* N after this charge: see log_undo() */
+        receipt[1] = receipt[2] = 0;
         return SL_OK;
     }
 }
@@ -111,7 +112,8 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
  * remove someone else's units; when ours are not on top, keep them
  * (under-admission, never over-admission).
  */
-static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+                     const uint64_t *receipt)
 {
     uint64_t s = log_read_begin(w);
 
@@ -121,8 +123,8 @@ static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint6
     if (s & SL_DEAD)
         return;
     /* relaxed: we hold the key (the CAS above acquired it) */
-    if (sl_load_rlx(&w[1]) == receipt)
-        sl_store_rlx(&w[1], receipt - cost);
+    if (sl_load_rlx(&w[1]) == receipt[0])
+        sl_store_rlx(&w[1], receipt[0] - cost);
     atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
 }
 

@@ -97,22 +97,30 @@ static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
         cur = eff == hidx ? hcnt : 0;
         if (eff != hidx && hcnt != 0)
             sliding_archive(lim, w, hidx, hcnt);
-        if (sl_cas_acqrel(&w[0], &h, sl_word_make(lim, eff, cur + cost))) {
-            *receipt = eff;
+        uint64_t before = h, after = sl_word_make(lim, eff, cur + cost);
+        if (sl_cas_acqrel(&w[0], &h, after)) {
+            receipt[0] = eff;
+            receipt[1] = before;
+            receipt[2] = after;
             return SL_OK;
         }
     }
 }
 
-static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt)
+static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+                         const uint64_t *receipt)
 {
+    /* Head untouched since: its exact word before (a count the charge
+     * archived stays in the ring as well: counted twice, conservative). */
+    if (sl_undo_exact(&w[0], receipt))
+        return;
     for (unsigned i = 0; i < 2; i++) {
         /* first the head, then the ring slot the head was archived to */
-        sl_aword *word = i == 0 ? &w[0] : &w[1 + receipt % lim->nb];
+        sl_aword *word = i == 0 ? &w[0] : &w[1 + receipt[0] % lim->nb];
         uint64_t v = sl_load_acq(word);
-        while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt & lim->imask)) {
+        while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt[0] & lim->imask)) {
             uint64_t units = v & lim->cmask;
-            if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt, units - sl_min64(units, cost))))
+            if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt[0], units - sl_min64(units, cost))))
                 return;
         }
         if (v & SL_DEAD)

@@ -372,7 +372,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
         sl_floor_ahead(&g[i], cost);
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
-            int rc = lim->ops->charge(lim, g[i].w + lim->off, g[i].at, cost, &g[i].receipt[j]);
+            int rc = lim->ops->charge(lim, g[i].w + lim->off, g[i].at, cost, g[i].receipt[j]);
             if (rc == SL_OK) {
                 g[i].charged = j + 1;
                 continue;
@@ -649,7 +649,7 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
     g.w = g.e->w;
     g.at = now = sl_decide_time(g.e, now);
     sl_floor_ahead(&g, cost);
-    rc = lim->ops->charge(lim, g.w + lim->off, now, cost, &g.receipt[0]);
+    rc = lim->ops->charge(lim, g.w + lim->off, now, cost, g.receipt[0]);
     if (rc == SL_FROZEN)
         return -EAGAIN;
     if (rc == SL_OK && sl_floor_behind(&g)) {

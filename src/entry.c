@@ -94,6 +94,10 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
         return false;
     if (idle_ttl != 0 && (sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
+    /* Fresh as decided at now: no earlier than the key's latest admission
+     * (a reap at an older time must not read a newer window as over). */
+    if (sl_entry_last(e, &last) && (int64_t)(now - last) < 0)
+        now = last;
     for (i = 0; i < pol->nlimits; i++) {
         const struct sl_lim *lim = &pol->lim[i];
         sl_aword *w = &e->w[lim->off];

@@ -110,7 +110,9 @@ struct sl_report {
 /*
  * The operations every algorithm provides; `w` points at the limit's words.
  * charge:   admit `cost` at `now` or write nothing (SL_OK / SL_NO / SL_FROZEN);
- *           *receipt lets undo() find what was charged.
+ *           receipt[0..SL_RECEIPT_WORDS) lets undo() find what was charged:
+ *           receipt[0] is the algorithm's own, [1] and [2] the control word
+ *           before and after the charge's CAS (windowed algorithms).
  * undo:     take back a charge (all-or-nothing rollback): only what that
  *           charge added, never another's; when it cannot tell, or the
  *           state is frozen, it leaves the state as it is.
@@ -123,12 +125,15 @@ struct sl_report {
  *           even above a lower count, rounded only toward more spent.  `now`
  *           only unwraps modular times; state ahead of it is kept intact.
  */
+#define SL_RECEIPT_WORDS 3
+typedef uint64_t sl_receipt[SL_RECEIPT_WORDS];
+
 struct sl_algo {
     const char *name;
     int (*compile)(struct sl_lim *lim);
     int (*charge)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   uint64_t *receipt);
-    void (*undo)(const struct sl_lim *lim, sl_aword *w, uint64_t cost, uint64_t receipt);
+    void (*undo)(const struct sl_lim *lim, sl_aword *w, uint64_t cost, const uint64_t *receipt);
     int (*report)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   struct sl_report *out);
     bool (*is_fresh)(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now);
@@ -136,6 +141,16 @@ struct sl_algo {
     void (*carry)(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to, sl_aword *tw,
                   uint64_t now);
 };
+
+/* Restore the control word to its value before a charge, if nothing has
+ * changed it since (windowed undo: exact, even when the charge moved the
+ * window).  True if it did. */
+static inline bool sl_undo_exact(sl_aword *w, const uint64_t *receipt)
+{
+    uint64_t expect = receipt[2];
+
+    return receipt[1] != receipt[2] && sl_cas_acqrel(w, &expect, receipt[1]);
+}
 
 extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_algo_log,
     sl_algo_approx;
@@ -393,7 +408,7 @@ struct sl_target {
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
-    uint64_t receipt[SLUICE_MAX_LIMITS];
+    uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
 };
 
 void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len);

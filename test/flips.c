@@ -283,7 +283,7 @@ static int one_charge(struct one *o, uint64_t now, uint64_t cost, uint64_t *rece
     return o->lim.ops->charge(&o->lim, o->w, now, cost, receipt);
 }
 
-static void one_undo(struct one *o, uint64_t cost, uint64_t receipt)
+static void one_undo(struct one *o, uint64_t cost, const uint64_t *receipt)
 {
     o->lim.ops->undo(&o->lim, o->w, cost, receipt);
 }
@@ -307,11 +307,12 @@ static void test_undo_keeps_later_charge(void)
 {
     for (unsigned k = 0; k < 5; k++) {
         struct one o;
-        uint64_t ra = 0, rb = 0, t = 50 * NS_PER_S, tb = t + 2 * NS_PER_S;
+        sl_receipt ra = {0}, rb = {0};
+        uint64_t t = 50 * NS_PER_S, tb = t + 2 * NS_PER_S;
         /* A read its time before B (B's time is past A's TAT and window) */
         one_init(&o, lim(algos[k], 10, NS_PER_S, 0));
-        CHECK_EQ(one_charge(&o, t, 5, &ra), SL_OK);
-        CHECK_EQ(one_charge(&o, tb, 5, &rb), SL_OK);
+        CHECK_EQ(one_charge(&o, t, 5, ra), SL_OK);
+        CHECK_EQ(one_charge(&o, tb, 5, rb), SL_OK);
         one_undo(&o, 5, ra);
         /* A's rollback may keep A's units (when it cannot tell), but B's stay */
         uint64_t room = one_room(&o, tb);
@@ -319,11 +320,11 @@ static void test_undo_keeps_later_charge(void)
             fprintf(stderr, "undo %s: %llu units free after B's charge of 5 of 10\n", names[k],
                     (unsigned long long)room);
         CHECK(room <= 5);
-        CHECK_EQ(one_charge(&o, tb, 6, &ra), SL_NO);
+        CHECK_EQ(one_charge(&o, tb, 6, ra), SL_NO);
         /* B alone rolled back: the state is as before B */
         one_init(&o, lim(algos[k], 10, NS_PER_S, 0));
-        CHECK_EQ(one_charge(&o, t, 4, &ra), SL_OK);
-        CHECK_EQ(one_charge(&o, t, 3, &rb), SL_OK);
+        CHECK_EQ(one_charge(&o, t, 4, ra), SL_OK);
+        CHECK_EQ(one_charge(&o, t, 3, rb), SL_OK);
         one_undo(&o, 3, rb);
         CHECK_EQ(one_room(&o, t), 6);
         one_undo(&o, 4, ra);
@@ -340,17 +341,18 @@ static void test_undo_keeps_later_charge(void)
 static void test_log_undo_by_index(void)
 {
     struct one o;
-    uint64_t ra, rb, rc, t = 100 * NS_PER_S;
+    sl_receipt ra, rb, rc;
+    uint64_t t = 100 * NS_PER_S;
 
     one_init(&o, lim(SLUICE_SLIDING_LOG, 6, 10 * NS_PER_S, 0));
-    CHECK_EQ(one_charge(&o, t, 2, &ra), SL_OK);
-    CHECK_EQ(one_charge(&o, t, 2, &rb), SL_OK);
-    CHECK_EQ(one_charge(&o, t + 5 * NS_PER_S, 2, &rc), SL_OK); /* C stays admitted */
+    CHECK_EQ(one_charge(&o, t, 2, ra), SL_OK);
+    CHECK_EQ(one_charge(&o, t, 2, rb), SL_OK);
+    CHECK_EQ(one_charge(&o, t + 5 * NS_PER_S, 2, rc), SL_OK); /* C stays admitted */
     one_undo(&o, 2, ra);
     one_undo(&o, 2, rb);
     /* at 110 s the units of 100 s left the window; C's 2 of 105 s are in it */
     CHECK(one_room(&o, t + 10 * NS_PER_S) <= 4);
-    CHECK_EQ(one_charge(&o, t + 10 * NS_PER_S, 5, &ra), SL_NO);
+    CHECK_EQ(one_charge(&o, t + 10 * NS_PER_S, 5, ra), SL_NO);
 }
 
 /*
@@ -362,11 +364,12 @@ static void test_carry_behind(void)
 {
     for (unsigned k = 0; k < 5; k++) {
         struct one a, b, c;
-        uint64_t r, t = 10 * NS_PER_S + NS_PER_S / 2, behind = t - 3 * NS_PER_S / 2;
+        sl_receipt r;
+        uint64_t t = 10 * NS_PER_S + NS_PER_S / 2, behind = t - 3 * NS_PER_S / 2;
         one_init(&a, lim(algos[k], 20, NS_PER_S, 0));
         one_init(&b, lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
         one_init(&c, lim(algos[k], 20, NS_PER_S, 0));
-        CHECK_EQ(one_charge(&a, t, 20, &r), SL_OK);
+        CHECK_EQ(one_charge(&a, t, 20, r), SL_OK);
         a.lim.ops->freeze(a.w);
         a.lim.ops->carry(&a.lim, a.w, &b.lim, b.w, behind);
         b.lim.ops->freeze(b.w);
@@ -375,7 +378,7 @@ static void test_carry_behind(void)
             fprintf(stderr, "carry behind %s: %llu units refilled\n", names[k],
                     (unsigned long long)one_room(&c, t));
         CHECK_EQ(one_room(&c, t), 0);
-        CHECK_EQ(one_charge(&c, t, 1, &r), SL_NO);
+        CHECK_EQ(one_charge(&c, t, 1, r), SL_NO);
     }
 }
 
