@@ -326,15 +326,16 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
  * a range, so a time far behind an admission (a stepped clock) could read
  * it as fresh; sl_decide_time clamps to the key's latest admission, but a
  * racing admission's time may not be in last_ns yet when we read it.  So an
- * admission that moves a key more than SL_TIME_SLACK ahead of its last_ns
- * raises last_ns first (sl_floor_ahead; at most one write per SL_TIME_SLACK
- * per key; only when a read-only check says the charge will pass, so a
- * denial writes nothing unless it races), and a charge re-reads last_ns
- * after its CAS, which saw every
- * charge before it and so every such raise (sl_floor_behind): a time more
- * than SL_TIME_SLACK behind it was decided against a state it may misread,
- * so the charge is taken back and decided again.  SL_TIME_SLACK (2^40 ns,
- * 18 min) plus the same again stays far inside every algorithm's range.
+ * admission at a time more than SL_TIME_SLACK past the key's last_ns (or
+ * the first one) first raises last_ns to its time less SL_TIME_SLACK
+ * (sl_floor_ahead: at most one write per SL_TIME_SLACK per key, and only
+ * when a read-only check says the charge will pass; less the slack, so
+ * that even a charge that then loses a race only clamps times far behind),
+ * and a charge re-reads last_ns after its CAS, which saw every charge
+ * before it and so every such raise (sl_floor_behind): a time more than
+ * SL_TIME_SLACK behind that was decided against a state it may misread, so
+ * the charge is taken back and decided again.  Twice SL_TIME_SLACK (2^40
+ * ns, 18 min) stays far inside every algorithm's range.
  */
 #define SL_TIME_SLACK (UINT64_C(1) << 40)
 
@@ -343,7 +344,7 @@ static void sl_floor_ahead(struct sl_target *g, uint64_t cost)
     uint64_t last;
 
     if (g->e == NULL ||
-        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= (int64_t)SL_TIME_SLACK))
+        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= 2 * (int64_t)SL_TIME_SLACK))
         return;
     for (unsigned j = 0; j < g->pol->nlimits; j++) {
         const struct sl_lim *lim = &g->pol->lim[j];
@@ -351,7 +352,7 @@ static void sl_floor_ahead(struct sl_target *g, uint64_t cost)
         if (lim->ops->report(lim, g->w + lim->off, g->at, cost, &r) != SL_OK)
             return; /* it will not pass (or is frozen): nothing to publish */
     }
-    sl_time_raise(&g->e->last_ns, g->at);
+    sl_time_raise(&g->e->last_ns, g->at - SL_TIME_SLACK);
 }
 
 static bool sl_floor_behind(struct sl_target *g)
