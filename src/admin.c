@@ -20,7 +20,8 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     if (rc < 0)
         goto out;
     sl_shard_lock(g->s);
-    if (sl_table_get(g->s, g->h, g->key, g->len) != e || !sl_entry_freeze(e)) {
+    if (sl_table_get(g->s, g->h, g->key, g->len) != e || sl_policy_stale(l, to) ||
+        !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
         uint64_t last;

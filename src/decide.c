@@ -168,8 +168,9 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
     /* relaxed: e is private until the insert publishes it (release) */
     atomic_store_explicit(&e->pinned, 1, memory_order_relaxed);
     sl_shard_lock(g->s);
-    if (sl_table_get(g->s, g->h, g->key, g->len) != NULL) {
-        rc = -EAGAIN; /* someone else inserted it: use theirs */
+    if (sl_table_get(g->s, g->h, g->key, g->len) != NULL || sl_policy_stale(l, pol)) {
+        rc = -EAGAIN; /* someone else inserted it (use theirs), or a policy
+                         change came first (insert under the new one) */
     } else if (!sl_key_reserve(l, g->s, now, false)) {
         sl_count(&l->full, 1);
         g->flags |= SLUICE_F_FULL;

@@ -412,6 +412,13 @@ struct sl_target {
 };
 
 void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len);
+/* pol is a default policy that set_policy has replaced since it was read:
+ * an entry made under it now would be decided under a policy no longer in
+ * force (checked under the shard lock, which admin calls also take). */
+static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol)
+{
+    return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
+}
 /* Replace g's entry by one laid out for `to` (state carried over if carry),
  * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
