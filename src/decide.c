@@ -393,8 +393,11 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
             return SL_NO;
         }
     }
+    /* Charged under a default policy replaced meanwhile, or decided far
+     * behind a racing admission: take it back and decide again, so every
+     * admission happened under policies in force together. */
     for (size_t i = 0; i < n; i++)
-        if (sl_floor_behind(&g[i])) {
+        if (sl_floor_behind(&g[i]) || (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol))) {
             sl_undo_all(g, n, cost);
             return SL_RACED;
         }
@@ -654,7 +657,7 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
     rc = lim->ops->charge(lim, g.w + lim->off, now, cost, g.receipt[0]);
     if (rc == SL_FROZEN)
         return -EAGAIN;
-    if (rc == SL_OK && sl_floor_behind(&g)) {
+    if (rc == SL_OK && (sl_floor_behind(&g) || sl_policy_stale(l, g.pol))) {
         lim->ops->undo(lim, g.w + lim->off, cost, g.receipt[0]);
         return -EAGAIN; /* decided again, at the newer time */
     }
