@@ -328,14 +328,17 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         }
         break;
     }
-    /* resolve in order: each key is created and migrated before the next
-     * one's cost check, so an -E2BIG leaves the earlier keys created */
+    /* every key's cost check first: an -E2BIG creates and migrates nothing
+     * (an error changes no state) */
+    for (int i = 0; i < n; i++) {
+        lc_model_rc = -E2BIG;
+        if (op->cost > lc_cap(&w->pol[lc_want(w, s, keys[i])]))
+            return branch == 0 && op->rc == -E2BIG;
+    }
+    /* then resolve in order: each key created (not by peek) and migrated */
     for (int i = 0; i < n; i++) {
         struct lc_key *k = &s->k[keys[i]];
         want = lc_want(w, s, keys[i]);
-        lc_model_rc = -E2BIG;
-        if (op->cost > lc_cap(&w->pol[want]))
-            return branch == 0 && op->rc == -E2BIG;
         if (op->kind == LC_PEEK && k->exists == 0) {
             if (k->pol < 0)
                 k->pol = want; /* never created: fresh in any layout */
