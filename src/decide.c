@@ -578,8 +578,14 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
             sl_touch(&g[i], g[i].at);
         sl_count_decision(t, g, n, rc == SL_OK);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        /* an error makes nothing: a key this call inserted before a later
+         * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
+         * again, unless another call has charged it since */
+        if (rc < 0 && g[i].pinned != NULL)
+            sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned, now);
         sl_target_unpin(&g[i]);
+    }
     return rc < 0 ? rc : rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }
 

@@ -85,8 +85,7 @@ bool sl_entry_freeze(struct sl_entry *e)
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl)
 {
     const struct sl_policy *pol = e->pol;
-    uint64_t old[SLUICE_MAX_LIMITS], last;
-    unsigned i;
+    uint64_t last;
 
     /* pinned: acquire, pairs with the release that unpins after the
      * inserting decision's charge, so its last_ns is seen too */
@@ -94,6 +93,15 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
         return false;
     if (idle_ttl != 0 && (sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
+    return sl_entry_freeze_if_fresh(e, now);
+}
+
+bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
+{
+    const struct sl_policy *pol = e->pol;
+    uint64_t old[SLUICE_MAX_LIMITS], last;
+    unsigned i;
+
     /* Fresh as decided at now: no earlier than the key's latest admission
      * (a reap at an older time must not read a newer window as over). */
     if (sl_entry_last(e, &last) && (int64_t)(now - last) < 0)

@@ -322,6 +322,11 @@ size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
+/* The same without the idle, pin and override tests (entry.c). */
+bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
+/* Take back the key this failing call inserted, if nobody has charged it
+ * since (shard lock taken here, inside an epoch section). */
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
 

@@ -347,6 +347,29 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     return removed;
 }
 
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now)
+{
+    struct sluice *l = s->owner;
+    struct sl_thread *th = sl_thread_get();
+    struct sl_limbo *batch;
+    struct sl_slots *t;
+
+    if (th == NULL || (batch = sl_limbo_new(l, 1)) == NULL)
+        return; /* out of memory: the fresh key stays, as one a reap will take */
+    sl_shard_lock(s);
+    t = atomic_load_explicit(&s->slots, memory_order_relaxed);
+    if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e && sl_entry_freeze_if_fresh(e, now)) {
+        sl_store_rel(&t->slot[sl_slot_find(t, h, e)], SL_TOMB);
+        sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
+        sl_limbo_add(batch, e);
+        s->live--;
+        sl_uncount(&l->nkeys, 1);
+        sl_uncount(&l->inserted, 1);
+    }
+    sl_shard_unlock(s);
+    sl_limbo_retire(th, batch);
+}
+
 size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl)
 {
     uint64_t all = UINT64_MAX;
