@@ -294,8 +294,9 @@ static void redis_stopped(void)
         usleep(2000);
     }
     kill(server, SIGCONT);
-    /* twice the timeout: scheduling slack, far below N queued timeouts */
-    CHECK(worst <= 2 * timeout * slow_factor());
+    /* four times the timeout: scheduling slack on a loaded 2-core machine
+     * (2x failed once there), still half of N = 8 queued timeouts */
+    CHECK(worst <= 4 * timeout * slow_factor());
     printf("redis stopped: %d callers x 3, longest wait %.1f ms (timeout %.0f ms)\n", N,
            (double)worst / 1e6, (double)timeout / 1e6);
     sluice_redis_destroy(t);
