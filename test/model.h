@@ -1,7 +1,7 @@
 /*
  * A serial, obviously correct reference model of the contract's semantics,
- * written from API.md alone: every admitted charge is kept as an event and
- * each decision recounts them.  Slow on purpose; for tests and fuzzers.
+ * written from the contract in include/sluice.h alone: every admitted
+ * charge is kept as an event and each decision recounts them.  Slow on purpose; for tests and fuzzers.
  */
 #ifndef SLUICE_TEST_MODEL_H
 #define SLUICE_TEST_MODEL_H
