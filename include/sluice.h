@@ -333,9 +333,14 @@ SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
 /*
  * Remove every key whose state equals a fresh key's at now_ns and that has
  * been idle idle_ttl_ns (no admitted request).  Never changes a decision.
- * (Independently, a new key arriving at max_keys reaps every shard it can
- * lock at once for the room of an idle key; after a scan that found none,
- * such scans pause for 100 ns of the callers' time per key of max_keys.)
+ * A reap observes time now_ns: a key made after it (a removed key asked
+ * for again, or a new one) is decided no earlier than the latest time keys
+ * were reaped at, so a request stamped earlier (an out-of-order clock) is
+ * decided as at that time.  Pass times of the clock your decisions use.
+ * (Independently, a new key arriving at max_keys scans up to 1024 slots,
+ * of its own shard and then of others it can lock at once, for the room of
+ * an idle key; once scans have covered the whole table in vain, they pause
+ * for 100 ns of the callers' time per key of max_keys.)
  * Memory returns through epoch-based reclamation while other threads keep
  * deciding.  Returns the number of keys removed (0 for NULL l).
  */
