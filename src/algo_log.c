@@ -21,6 +21,14 @@
  */
 #include "internal.h"
 
+/* A stamp ts is out of the window (now - period, now] at now.  Not
+ * ts + period <= now: that saturates at the top of time, where every
+ * stamp would look expired and the log would admit without limit. */
+static inline bool log_expired(uint64_t period, uint64_t ts, uint64_t now)
+{
+    return now >= period && ts <= now - period;
+}
+
 #define SL_LOG_MAX_COUNT 65536u
 #define SL_LOG_RING 4u /* first ring word */
 
@@ -74,7 +82,7 @@ static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64
     v->blocker = 0;
     if (cost > 0 && v->n + cost > count) {
         v->blocker = log_ts(lim, w, v->n + cost - count - 1);
-        v->fits = sl_sat_add(v->blocker, lim->def.period_ns) <= v->eff;
+        v->fits = log_expired(lim->def.period_ns, v->blocker, v->eff);
     }
 }
 
@@ -136,7 +144,7 @@ static uint64_t log_in_window(const struct sl_lim *lim, sl_aword *w, uint64_t n,
     /* stamps ascend with j: find the first j whose stamp is in the window */
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (sl_sat_add(log_ts(lim, w, mid), lim->def.period_ns) <= eff)
+        if (log_expired(lim->def.period_ns, log_ts(lim, w, mid), eff))
             lo = mid + 1;
         else
             hi = mid;
@@ -174,7 +182,7 @@ static bool log_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint
 
     if (c & 1)
         return false; /* a writer is in */
-    return n == 0 || sl_sat_add(log_ts(lim, w, n - 1), lim->def.period_ns) <= now;
+    return n == 0 || log_expired(lim->def.period_ns, log_ts(lim, w, n - 1), now);
 }
 
 static uint64_t log_freeze(sl_aword *w)
@@ -219,10 +227,10 @@ static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_l
     u.first = n > from->def.count ? n - from->def.count : 0;
     newest = log_ts(from, fw, n - 1);
     /* drop what left the window: the excess is older than every ring unit */
-    while (u.first < n && sl_sat_add(log_ts(from, fw, u.first), from->def.period_ns) <= newest)
+    while (u.first < n && log_expired(from->def.period_ns, log_ts(from, fw, u.first), newest))
         u.first++;
     if (u.xn != 0 && (u.first > n - sl_min64(n, from->def.count) ||
-                      sl_sat_add(u.xts, from->def.period_ns) <= newest))
+                      log_expired(from->def.period_ns, u.xts, newest)))
         u.xn = 0;
     all = u.xn + (n - u.first);
     keep = sl_min64(all, to->def.count);

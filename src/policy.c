@@ -134,17 +134,21 @@ void sl_policy_unref(struct sl_policy *p)
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
                      sl_aword *to_w, uint64_t now)
 {
-    bool used[SLUICE_MAX_LIMITS] = {false};
-
+    /* Every new limit takes the state of an old one with its algorithm and
+     * period, the identical one if there is one: matching one to one in
+     * list order would hand an unchanged limit's state to a new looser
+     * limit listed first and refill the unchanged one. */
     for (unsigned i = 0; i < to->nlimits; i++) {
-        const struct sl_lim *tl = &to->lim[i];
+        const struct sl_lim *tl = &to->lim[i], *src = NULL;
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
-            if (used[j] || fl->def.algo != tl->def.algo || fl->def.period_ns != tl->def.period_ns)
+            if (fl->def.algo != tl->def.algo || fl->def.period_ns != tl->def.period_ns)
                 continue;
-            used[j] = true;
-            tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
-            break;
+            if (src == NULL || (fl->def.count == tl->def.count && fl->def.burst == tl->def.burst &&
+                                fl->def.precision_ns == tl->def.precision_ns))
+                src = fl;
         }
+        if (src != NULL)
+            tl->ops->carry(src, from_w + src->off, tl, to_w + tl->off, now);
     }
 }

@@ -382,6 +382,42 @@ static void test_carry_behind(void)
     }
 }
 
+/*
+ * A new policy listing a looser limit of the same algorithm and period
+ * before the unchanged one: matching old and new limits one to one in list
+ * order gave the spent state to the loose limit and refilled the unchanged
+ * one (10 more at the same instant).
+ */
+static void test_carry_to_every_match(void)
+{
+    static const enum sluice_algo algos[] = {SLUICE_GCRA, SLUICE_FIXED_WINDOW,
+                                             SLUICE_SLIDING_WINDOW, SLUICE_SLIDING_LOG,
+                                             SLUICE_APPROX_SLIDING};
+    const uint64_t min = 60 * NS_PER_S;
+
+    for (unsigned a = 0; a < 5; a++) {
+        struct sluice_config cfg;
+        struct sluice_policy p = {0};
+        sluice_t *l = NULL;
+        unsigned more = 0;
+
+        sluice_config_init(&cfg);
+        sluice_policy_add(&cfg.policy, algos[a], 10, min);
+        CHECK_EQ(sluice_create(&cfg, &l), 0);
+        for (int i = 0; i < 10; i++)
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 5 * NS_PER_S, NULL), SLUICE_ALLOW);
+        sluice_policy_add(&p, algos[a], 100, min);
+        sluice_policy_add(&p, algos[a], 10, min);
+        CHECK_EQ(sluice_set_policy(l, &p), 0);
+        while (more < 50 && sluice_acquire_at(l, "k", 1, 1, 5 * NS_PER_S, NULL) == SLUICE_ALLOW)
+            more++;
+        if (more != 0)
+            fprintf(stderr, "algo %d: %u more admitted after [100/min, 10/min]\n", algos[a], more);
+        CHECK_EQ(more, 0);
+        sluice_destroy(l);
+    }
+}
+
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -393,5 +429,6 @@ int main(int argc, char **argv)
     test_undo_keeps_later_charge();
     test_log_undo_by_index();
     test_carry_behind();
+    test_carry_to_every_match();
     return t_done("flips");
 }

@@ -278,10 +278,30 @@ static void test_fixed_sliding(void)
     window_case("log 100 per s", mk(SLUICE_SLIDING_LOG, 100, NS_PER_S, 0, 0));
 }
 
+/* The sliding log at the top of time: stamp + period saturated, so every
+ * stamp looked expired at UINT64_MAX and the log admitted without limit. */
+static void test_log_top_of_time(void)
+{
+    struct sluice_config cfg;
+    sluice_t *l = NULL;
+    unsigned admitted = 0;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_SLIDING_LOG, 4, 10 * NS_PER_S);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    for (int i = 0; i < 100; i++)
+        admitted += sluice_acquire_at(l, "k", 1, 1, UINT64_MAX, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(admitted, 4);
+    /* and later calls (stamped earlier) are decided as at that latest time */
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 12345 * NS_PER_S, NULL), SLUICE_DENY);
+    sluice_destroy(l);
+}
+
 int main(void)
 {
     test_gcra();
     test_approx();
     test_fixed_sliding();
+    test_log_top_of_time();
     return t_done("ranges");
 }
