@@ -72,7 +72,8 @@ done
 # a 429 carries the headers of the binding key (the user)
 c -D "$tmp/h" -o /dev/null -H 'X-User: alice' "$url"
 grep -q '^HTTP/1.1 429' "$tmp/h" || fail "no 429"
-grep -q '^Retry-After: 2' "$tmp/h" || fail "no Retry-After"
+# 2 s per unit: 1 or 2 s left, depending on how long the requests above took
+grep -Eq '^Retry-After: [12]\s*$' "$tmp/h" || fail "no Retry-After"
 grep -q '^RateLimit-Policy: "user";q=5;w=10' "$tmp/h" || fail "no RateLimit-Policy"
 grep -q '^RateLimit: "user";r=0;t=' "$tmp/h" || fail "no RateLimit"
 grep -q '^X-RateLimit-Limit: 5' "$tmp/h" || fail "no X-RateLimit-Limit"
