@@ -16,18 +16,13 @@ static sluice_t *make(const struct sluice_policy *p, size_t max_keys, unsigned s
                       enum sluice_when_full full)
 {
     struct sluice_config cfg;
-    sluice_t *l = NULL;
 
     sluice_config_init(&cfg);
     cfg.policy = *p;
     cfg.max_keys = max_keys;
     cfg.shards = shards;
     cfg.when_full = full;
-    if (sluice_create(&cfg, &l) != 0) {
-        fprintf(stderr, "sluice_create failed\n");
-        exit(1);
-    }
-    return l;
+    return t_create(&cfg);
 }
 
 static struct sluice_policy one(enum sluice_algo algo, uint64_t count, uint64_t period)

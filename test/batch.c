@@ -14,16 +14,11 @@
 static sluice_t *twin(const struct sluice_policy *p)
 {
     struct sluice_config cfg;
-    sluice_t *l = NULL;
 
     sluice_config_init(&cfg);
     cfg.policy = *p;
     cfg.max_key_len = 12;
-    if (sluice_create(&cfg, &l) != 0) {
-        fprintf(stderr, "sluice_create failed\n");
-        exit(1);
-    }
-    return l;
+    return t_create(&cfg);
 }
 
 static int same_result(const struct sluice_result *a, const struct sluice_result *b)

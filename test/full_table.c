@@ -14,7 +14,6 @@ static sluice_t *make(size_t max_keys, unsigned shards, uint64_t idle_ttl, uint6
                       uint64_t (*clock_fn)(void *))
 {
     struct sluice_config cfg;
-    sluice_t *l = NULL;
 
     sluice_config_init(&cfg);
     sluice_policy_add(&cfg.policy, SLUICE_GCRA, 10, NS_PER_S);
@@ -26,11 +25,7 @@ static sluice_t *make(size_t max_keys, unsigned shards, uint64_t idle_ttl, uint6
         cfg.clock = SLUICE_CLOCK_CUSTOM;
         cfg.clock_fn = clock_fn;
     }
-    if (sluice_create(&cfg, &l) != 0) {
-        fprintf(stderr, "sluice_create failed\n");
-        exit(1);
-    }
-    return l;
+    return t_create(&cfg);
 }
 
 /* 64 live keys, all idle later: every one of 20 new keys must get a slot

@@ -57,6 +57,19 @@ static inline int t_done(const char *name)
     return 0;
 }
 
+/* sluice_create(cfg), or exit the test: setup is not what is tested. */
+static inline sluice_t *t_create(const struct sluice_config *cfg)
+{
+    sluice_t *l = NULL;
+    int rc = sluice_create(cfg, &l);
+
+    if (rc != 0) {
+        fprintf(stderr, "sluice_create: %s\n", sluice_strerror(rc));
+        exit(1);
+    }
+    return l;
+}
+
 /* A limiter with one limit (burst/precision as given) and a clock-free config. */
 static inline sluice_t *t_limiter1(enum sluice_algo algo, uint64_t count, uint64_t period,
                                    uint64_t burst, uint64_t precision)

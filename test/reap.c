@@ -14,7 +14,6 @@ static sluice_t *make(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
                       enum sluice_when_full full, uint64_t interval)
 {
     struct sluice_config cfg;
-    sluice_t *l;
 
     sluice_config_init(&cfg);
     sluice_policy_add(&cfg.policy, algo, 5, NS_PER_S);
@@ -22,9 +21,7 @@ static sluice_t *make(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
     cfg.idle_ttl_ns = ttl;
     cfg.when_full = full;
     cfg.reap_interval_ns = interval;
-    if (sluice_create(&cfg, &l) != 0)
-        abort();
-    return l;
+    return t_create(&cfg);
 }
 
 /* Only keys whose state is fresh (and idle long enough) go; decisions stay. */
