@@ -127,7 +127,8 @@ struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 
 static bool sl_key_equal(const struct sl_entry *e, const void *key, size_t len)
 {
-    return e->key_len == len && memcmp(sl_entry_key(e), key, len) == 0;
+    /* len 0: the empty key, whose pointer may be NULL (memcmp must not see it) */
+    return e->key_len == len && (len == 0 || memcmp(sl_entry_key(e), key, len) == 0);
 }
 
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
