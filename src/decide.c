@@ -121,26 +121,12 @@ bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool exh
     return sl_reap_for_room(l, s, now, exhaustive) != 0 && sl_key_take(l);
 }
 
-/*
- * The time g is decided at: now, or the key's latest admission if now is
- * earlier (a stepped clock, a stale cached time).  The state words keep
- * times modulo a range, so a time older than that range could otherwise be
- * read as a fresh window; the contract decides such calls as at the
- * latest time.  Signed distance: times themselves may wrap.
- */
-static uint64_t sl_decide_time(struct sl_entry *e, uint64_t now)
-{
-    uint64_t last;
-
-    return e != NULL && sl_entry_last(e, &last) && (int64_t)(now - last) < 0 ? last : now;
-}
-
 static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
                           uint64_t now)
 {
     g->e = e;
     g->pol = pol;
-    g->at = sl_decide_time(e, now);
+    g->at = sl_entry_time(e, now);
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
@@ -325,7 +311,7 @@ static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
 /*
  * Far-behind times and racing admissions.  A state word holds times modulo
  * a range, so a time far behind an admission (a stepped clock) could read
- * it as fresh; sl_decide_time clamps to the key's latest admission, but a
+ * it as fresh; sl_entry_time clamps to the key's latest admission, but a
  * racing admission's time may not be in last_ns yet when we read it.  So an
  * admission at a time more than SL_TIME_SLACK past the key's last_ns (or
  * the first one) first raises last_ns to its time less SL_TIME_SLACK
@@ -658,7 +644,7 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
         (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
         return -EAGAIN;
     g.w = g.e->w;
-    g.at = now = sl_decide_time(g.e, now);
+    g.at = now = sl_entry_time(g.e, now);
     sl_floor_ahead(&g, cost);
     rc = lim->ops->charge(lim, g.w + lim->off, now, cost, g.receipt[0]);
     if (rc == SL_FROZEN)

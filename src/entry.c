@@ -99,13 +99,12 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 {
     const struct sl_policy *pol = e->pol;
-    uint64_t old[SLUICE_MAX_LIMITS], last;
+    uint64_t old[SLUICE_MAX_LIMITS];
     unsigned i;
 
-    /* Fresh as decided at now: no earlier than the key's latest admission
-     * (a reap at an older time must not read a newer window as over). */
-    if (sl_entry_last(e, &last) && (int64_t)(now - last) < 0)
-        now = last;
+    /* Fresh as decided at now (a reap at an older time than the latest
+     * admission must not read a newer window as over). */
+    now = sl_entry_time(e, now);
     for (i = 0; i < pol->nlimits; i++) {
         const struct sl_lim *lim = &pol->lim[i];
         sl_aword *w = &e->w[lim->off];

@@ -223,6 +223,19 @@ static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
     return v != 0;
 }
 
+/*
+ * The time a call at now is decided at: now, or e's latest admission if now
+ * is earlier (a stepped clock, a stale cached time).  The state words keep
+ * times modulo a range, so a time older than that range could otherwise be
+ * read as a fresh window.  Signed distance: times themselves may wrap.
+ */
+static inline uint64_t sl_entry_time(struct sl_entry *e, uint64_t now)
+{
+    uint64_t last;
+
+    return e != NULL && sl_entry_last(e, &last) && (int64_t)(now - last) < 0 ? last : now;
+}
+
 static inline const unsigned char *sl_entry_key(const struct sl_entry *e)
 {
     return (const unsigned char *)&e->w[e->pol->nwords];
