@@ -297,7 +297,9 @@ SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint6
 
 /*
  * Forget the key's state: its next request is decided as a fresh key's.
- * A per-key override stays in place.
+ * A per-key override stays in place.  A key that a racing request is still
+ * creating, and has not charged, counts as absent (that request may fail
+ * and take the key out again).
  * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
  */
 SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
@@ -308,7 +310,10 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * and period are unchanged (raising 10/s to 20/s keeps the GCRA TAT); other
  * limits start fresh.  A change never refills: a kept limit keeps all of
  * its spent capacity, even above a lowered count, so lowering a limit and
- * raising it again admits nothing extra.  Keys migrate lazily on their next request.  Requests
+ * raising it again admits nothing extra.  Where several old limits share the
+ * new limit's algorithm and period, it keeps the spent capacity of all of
+ * them (the latest TAT; per window, the larger count; per unit of a log,
+ * the later stamp).  Keys migrate lazily on their next request.  Requests
  * costing more than the new policy admits get -E2BIG from then on.
  * Returns 0, -EINVAL (bad policy), -ENOMEM.
  */
@@ -332,7 +337,9 @@ SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
 
 /*
  * Remove every key whose state equals a fresh key's at now_ns and that has
- * been idle idle_ttl_ns (no admitted request).  Never changes a decision.
+ * been idle idle_ttl_ns (no admitted request after now_ns - idle_ttl_ns, so
+ * never a key admitted at a time later than now_ns).  Never changes a
+ * decision.
  * A reap observes time now_ns: a key made after it (a removed key asked
  * for again, or a new one) is decided no earlier than the latest time keys
  * were reaped at, so a request stamped earlier (an out-of-order clock) is

@@ -157,12 +157,14 @@ static bool approx_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, u
 /* Same period, so the same layout (algo_window.c): copy the word, both
  * counters kept even above a lowered count. */
 static void approx_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
-                         sl_aword *tw, uint64_t now)
+                          sl_aword *tw, uint64_t now)
 {
+    /* Same layout: the frozen word is the state (acquire: its freeze was
+     * acq_rel); tw is private until the entry is published with release. */
     (void)from;
     (void)now;
     SL_ASSERT(from->ishift == to->ishift && from->width == to->width);
-    sl_window_copy(fw, tw, to->nwords);
+    sl_store_rlx(tw, sl_window_later(to, 2, sl_load_rlx(tw), sl_load_acq(fw)));
 }
 
 const struct sl_algo sl_algo_approx = {

@@ -103,12 +103,14 @@ static bool fixed_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, ui
 /* Same period, so the same layout (algo_window.c): the word is the state,
  * window index and units alike, even units above a lowered count. */
 static void fixed_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
-                        sl_aword *tw, uint64_t now)
+                         sl_aword *tw, uint64_t now)
 {
+    /* Same layout: the frozen word is the state (acquire: its freeze was
+     * acq_rel); tw is private until the entry is published with release. */
     (void)from;
     (void)now;
     SL_ASSERT(from->ishift == to->ishift && from->width == to->width);
-    sl_window_copy(fw, tw, to->nwords);
+    sl_store_rlx(tw, sl_window_later(to, 1, sl_load_rlx(tw), sl_load_acq(fw)));
 }
 
 const struct sl_algo sl_algo_fixed = {

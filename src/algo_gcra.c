@@ -190,21 +190,22 @@ static uint64_t gcra_freeze(sl_aword *w)
  * whole; one more than SL_GCRA_RANGE_NS behind it is fresh at every time
  * the state can be read at, and starts fresh.
  */
-static void gcra_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
-                       sl_aword *tw, uint64_t now)
+/* The TAT of fw (layout `from`) in the layout of `to`; false if fresh. */
+static bool gcra_carried(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                         uint64_t now, uint64_t *out)
 {
     uint64_t c = sl_load_acq(fw) & ~SL_DEAD, a, f, d, nw;
     sl_u128 nf;
 
     if (c == 0)
-        return;
+        return false;
     a = c >> from->fbits;
     f = c & ((UINT64_C(1) << from->fbits) - 1);
     d = (a - now) & from->amask; /* TAT - now modulo 2^abits */
     if ((d >> (from->abits - 1)) != 0) {
         uint64_t behind = (from->amask - d) + 1;
         if (behind > SL_GCRA_RANGE_NS)
-            return;
+            return false;
         a = now - behind;
     } else {
         a = now + d;
@@ -216,7 +217,33 @@ static void gcra_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_
         a++;
     }
     nw = ((a & to->amask) << to->fbits) | (uint64_t)nf;
-    sl_store_rlx(tw, nw != 0 ? nw : UINT64_C(1) << to->fbits); /* 0 is "never": 1 ns later */
+    *out = nw != 0 ? nw : UINT64_C(1) << to->fbits; /* 0 is "never": 1 ns later */
+    return true;
+}
+
+/* The later of two TAT words of one layout, both within range of each
+ * other (signed distance of A modulo 2^abits, then the fraction). */
+static uint64_t gcra_later(const struct sl_lim *lim, uint64_t x, uint64_t y)
+{
+    uint64_t d = ((x >> lim->fbits) - (y >> lim->fbits)) & lim->amask;
+
+    if (d == 0)
+        return x > y ? x : y;
+    return (d >> (lim->abits - 1)) != 0 ? y : x;
+}
+
+/* Raise the private word tw to the carried TAT: the later TAT is the more
+ * spent state for every cost at every time, so carrying several old limits
+ * into one keeps all of them. */
+static void gcra_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
+                       sl_aword *tw, uint64_t now)
+{
+    uint64_t nw, cur;
+
+    if (!gcra_carried(from, fw, to, now, &nw))
+        return;
+    cur = sl_load_rlx(tw);
+    sl_store_rlx(tw, cur == 0 ? nw : gcra_later(to, cur, nw));
 }
 
 const struct sl_algo sl_algo_gcra = {

@@ -218,7 +218,7 @@ static uint64_t log_unit_ts(const struct sl_lim *lim, sl_aword *w, const struct 
 static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                       sl_aword *tw, uint64_t now)
 {
-    uint64_t n = sl_load_rlx(&fw[1]), newest, all, keep, skip;
+    uint64_t n = sl_load_rlx(&fw[1]), newest, all, keep, skip, had, merged;
     struct log_units u = {sl_load_rlx(&fw[2]), sl_load_rlx(&fw[3]), 0, n};
 
     (void)now;
@@ -235,12 +235,24 @@ static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_l
     all = u.xn + (n - u.first);
     keep = sl_min64(all, to->def.count);
     skip = all - keep;
-    for (uint64_t i = 0; i < keep; i++)
-        sl_store_rlx(&tw[SL_LOG_RING + i], log_unit_ts(from, fw, &u, skip + i));
-    sl_store_rlx(&tw[1], keep);
+    /* tw may hold units carried from another old limit, oldest first in
+     * slots 0..had-1: merge newest with newest, taking the later stamp of
+     * each pair.  Each sequence is in time order, so for every window the
+     * merge holds as many units as the larger of the two. */
+    had = sl_load_rlx(&tw[1]);
+    merged = sl_max64(had, keep);
+    for (uint64_t i = had; i-- > 0;)
+        sl_store_rlx(&tw[SL_LOG_RING + i + (merged - had)], sl_load_rlx(&tw[SL_LOG_RING + i]));
+    for (uint64_t i = 0; i < merged - had; i++)
+        sl_store_rlx(&tw[SL_LOG_RING + i], 0);
+    for (uint64_t i = 0; i < keep; i++) {
+        sl_aword *slot = &tw[SL_LOG_RING + merged - keep + i];
+        sl_store_rlx(slot, sl_max64(sl_load_rlx(slot), log_unit_ts(from, fw, &u, skip + i)));
+    }
+    sl_store_rlx(&tw[1], merged);
     if (skip != 0) {
-        sl_store_rlx(&tw[2], skip);
-        sl_store_rlx(&tw[3], log_unit_ts(from, fw, &u, skip - 1));
+        sl_store_rlx(&tw[2], sl_max64(sl_load_rlx(&tw[2]), skip));
+        sl_store_rlx(&tw[3], sl_max64(sl_load_rlx(&tw[3]), log_unit_ts(from, fw, &u, skip - 1)));
     }
 }
 

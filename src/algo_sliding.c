@@ -179,14 +179,38 @@ static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, 
  * fully spent).  The window is the one ending at the stored head, or at now
  * if later, so a `now` read behind the head loses nothing.
  */
+/* Raise the private words w so sub-bucket j holds at least `units`: as the
+ * head if it is the newest (the old head archived), else in its ring slot. */
+static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
+{
+    uint64_t h = sl_load_rlx(&w[0]), hj = sl_word_index(lim, h);
+    int64_t d = sl_index_diff(lim, j, hj);
+
+    if (units == 0)
+        return;
+    if ((h & lim->cmask) == 0 || d > 0) {
+        if ((h & lim->cmask) != 0)
+            sliding_archive(lim, w, hj, h & lim->cmask);
+        sl_store_rlx(&w[0], sl_word_make(lim, j, units));
+    } else if (d == 0) {
+        sl_store_rlx(&w[0], sl_word_make(lim, j, sl_max64(units, h & lim->cmask)));
+    } else {
+        sliding_archive(lim, w, j, units);
+    }
+}
+
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
     uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum, end;
 
     if (from->width == to->width) {
+        /* same layout: every sub-bucket as it is (kept where tw has more) */
         SL_ASSERT(from->nb == to->nb && from->ishift == to->ishift);
-        sl_window_copy(fw, tw, to->nwords);
+        for (uint64_t i = 0; i <= to->nb; i++) {
+            uint64_t v = i == 0 ? h : sl_load_acq(&fw[i]);
+            sliding_raise(to, tw, sl_word_index(to, v), v & to->cmask);
+        }
         return;
     }
     eff = sliding_head(from, h, now, &hidx, &hcnt);
@@ -195,7 +219,7 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
         return;
     /* last ns of sub-bucket eff, saturating at the top of time */
     end = sl_u128_sat((sl_u128)(eff + 1) * from->width - 1);
-    sl_store_rlx(&tw[0], sl_word_make(to, end / to->width, sl_min64(sum, to->cmask)));
+    sliding_raise(to, tw, end / to->width, sl_min64(sum, to->cmask));
 }
 
 const struct sl_algo sl_algo_sliding = {

@@ -71,3 +71,42 @@ void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords)
     for (uint32_t i = 0; i < nwords; i++)
         sl_store_rlx(&tw[i], sl_load_acq(&fw[i]) & (i == 0 ? ~SL_DEAD : UINT64_MAX));
 }
+
+/*
+ * The more spent of two words of one layout, for carrying several old
+ * limits into one (fixed: nfields 1; approximate: 2, prev above cur).  Per
+ * window the larger count; a newer window replaces an older one, except that
+ * the approximate estimate still counts the window just before the newer
+ * one (as its prev).  A word with no units is a fresh key's.
+ */
+uint64_t sl_window_later(const struct sl_lim *lim, unsigned nfields, uint64_t x, uint64_t y)
+{
+    uint64_t counts = (UINT64_C(1) << lim->ishift) - 1, out;
+    int64_t d;
+
+    x &= ~SL_DEAD;
+    y &= ~SL_DEAD;
+    if ((x & counts) == 0)
+        return y;
+    if ((y & counts) == 0)
+        return x;
+    d = sl_index_diff(lim, sl_word_index(lim, x), sl_word_index(lim, y));
+    if (d < 0) {
+        uint64_t t = x;
+        x = y;
+        y = t;
+        d = -d;
+    }
+    if (d == 1 && nfields == 2) {
+        uint64_t prev = (x >> lim->cbits) & lim->cmask, ycur = y & lim->cmask;
+        return (x & ~(lim->cmask << lim->cbits)) | (sl_max64(prev, ycur) << lim->cbits);
+    }
+    if (d != 0)
+        return x;
+    out = x & ~counts;
+    for (unsigned i = 0; i < nfields; i++) {
+        unsigned sh = i * lim->cbits;
+        out |= sl_max64((x >> sh) & lim->cmask, (y >> sh) & lim->cmask) << sh;
+    }
+    return out;
+}

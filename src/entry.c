@@ -91,9 +91,28 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
      * inserting decision's charge, so its last_ns is seen too */
     if (pol->is_override || atomic_load_explicit(&e->pinned, memory_order_acquire) != 0)
         return false;
-    if (idle_ttl != 0 && (sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
+    /* Idle at now: no admission later than now - idle_ttl.  With a ttl of
+     * 0 too: a key admitted after now (a caller's later time) is not idle
+     * at now, and a new key made for it after the reap would be decided
+     * before that admission (new keys start at the reap's time). */
+    if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
     return sl_entry_freeze_if_fresh(e, now);
+}
+
+bool sl_entry_untouched(struct sl_entry *e)
+{
+    const struct sl_policy *pol = e->pol;
+
+    /* pinned: acquire, pairs with the release that unpins after the
+     * inserting decision's charge; a zero control word was never charged
+     * (or its charge was taken back exactly). */
+    if (atomic_load_explicit(&e->pinned, memory_order_acquire) == 0)
+        return false;
+    for (unsigned i = 0; i < pol->nlimits; i++)
+        if (sl_load_acq(&e->w[pol->lim[i].off]) != 0)
+            return false;
+    return true;
 }
 
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)

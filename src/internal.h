@@ -120,10 +120,12 @@ struct sl_report {
  * is_fresh: given the control word c, does the state equal a fresh key's?
  * freeze:   set SL_DEAD on the control word and wait until the words are
  *           stable; returns the control word before.
- * carry:    convert frozen state of `from` (same algorithm and period) into
- *           the private words of `to` exactly: all spent capacity is kept,
- *           even above a lower count, rounded only toward more spent.  `now`
- *           only unwraps modular times; state ahead of it is kept intact.
+ * carry:    raise the private words of `to` to the frozen state of `from`
+ *           (same algorithm and period), exactly: all spent capacity is
+ *           kept, even above a lower count, rounded only toward more spent.
+ *           Words already carried from another old limit are kept where
+ *           they are more spent (several old limits may feed one new one).
+ *           `now` only unwraps modular times; state ahead of it is kept.
  */
 #define SL_RECEIPT_WORDS 3
 typedef uint64_t sl_receipt[SL_RECEIPT_WORDS];
@@ -169,6 +171,7 @@ extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_alg
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
 void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords);
 uint64_t sl_window_freeze(sl_aword *w);
+uint64_t sl_window_later(const struct sl_lim *lim, unsigned nfields, uint64_t x, uint64_t y);
 /* Signed distance a - b of two window indexes modulo 2^ibits. */
 int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b);
 uint64_t sl_word_index(const struct sl_lim *lim, uint64_t word);
@@ -335,6 +338,9 @@ size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
+/* e is still being inserted by a decision that has charged nothing yet:
+ * that decision may fail and take it out again (entry.c). */
+bool sl_entry_untouched(struct sl_entry *e);
 /* The same without the idle, pin and override tests (entry.c). */
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 /* Take back the key this failing call inserted, if nobody has charged it

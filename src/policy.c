@@ -134,21 +134,17 @@ void sl_policy_unref(struct sl_policy *p)
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
                      sl_aword *to_w, uint64_t now)
 {
-    /* Every new limit takes the state of an old one with its algorithm and
-     * period, the identical one if there is one: matching one to one in
-     * list order would hand an unchanged limit's state to a new looser
-     * limit listed first and refill the unchanged one. */
+    /* Every new limit keeps the spent capacity of every old limit with its
+     * algorithm and period: carry() raises its words to each in turn, so it
+     * starts from the most spent of them.  Taking one of them (the first,
+     * or the identical one) would refill the others' spent capacity when
+     * two old limits share an algorithm and period. */
     for (unsigned i = 0; i < to->nlimits; i++) {
-        const struct sl_lim *tl = &to->lim[i], *src = NULL;
+        const struct sl_lim *tl = &to->lim[i];
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
-            if (fl->def.algo != tl->def.algo || fl->def.period_ns != tl->def.period_ns)
-                continue;
-            if (src == NULL || (fl->def.count == tl->def.count && fl->def.burst == tl->def.burst &&
-                                fl->def.precision_ns == tl->def.precision_ns))
-                src = fl;
+            if (fl->def.algo == tl->def.algo && fl->def.period_ns == tl->def.period_ns)
+                tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
         }
-        if (src != NULL)
-            tl->ops->carry(src, from_w + src->off, tl, to_w + tl->off, now);
     }
 }

@@ -166,25 +166,107 @@ static inline void lc_charge(const struct sluice_limit *d, struct lc_lim *s, uin
     s->latest = t > s->latest ? t : s->latest;
 }
 
+/* Window algorithms: bucket of time t for limit d (the window, or the
+ * sliding window's sub-bucket; 0 for the log, which has none). */
+static inline uint64_t lc_bucket_width(const struct sluice_limit *d)
+{
+    return d->algo == SLUICE_SLIDING_WINDOW ? m_precision(d)
+           : d->algo == SLUICE_SLIDING_LOG  ? 0
+                                            : d->period_ns;
+}
+
+/* Stamps of s's units, newest first, into out (at most cap). */
+static inline unsigned lc_stamps(const struct lc_lim *s, uint64_t *out, unsigned cap)
+{
+    unsigned n = 0;
+    uint64_t above = UINT64_MAX;
+
+    for (;;) { /* events by descending time; times are distinct */
+        int best = -1;
+        for (unsigned i = 0; i < s->n; i++)
+            if (s->ev[i].t < above && (best < 0 || s->ev[i].t > s->ev[best].t))
+                best = (int)i;
+        if (best < 0)
+            return n;
+        for (uint64_t u = 0; u < s->ev[best].units && n < cap; u++)
+            out[n++] = s->ev[best].t;
+        above = s->ev[best].t;
+    }
+}
+
+/* a := the more spent of a and b for limit d, as the library's carry from
+ * several old limits into one: the later TAT; per window (or sub-bucket)
+ * the side with more units; for the log, newest unit against newest unit,
+ * the later stamp. */
+static inline void lc_lim_merge(const struct sluice_limit *d, struct lc_lim *a,
+                                const struct lc_lim *b)
+{
+    struct lc_lim out;
+    uint64_t w = lc_bucket_width(d);
+
+    if (d->algo == SLUICE_GCRA) {
+        a->tat = a->tat > b->tat ? a->tat : b->tat;
+        return;
+    }
+    memset(&out, 0, sizeof(out));
+    out.latest = a->latest > b->latest ? a->latest : b->latest;
+    if (w == 0) {
+        static uint64_t sa[1024], sb[1024];
+        unsigned na = lc_stamps(a, sa, 1024), nb = lc_stamps(b, sb, 1024);
+        for (unsigned i = 0; i < (na > nb ? na : nb); i++) {
+            uint64_t t = i >= na ? sb[i] : i >= nb ? sa[i] : sa[i] > sb[i] ? sa[i] : sb[i];
+            if (out.n > 0 && out.ev[out.n - 1].t == t)
+                out.ev[out.n - 1].units++;
+            else if (out.n < LC_EV)
+                out.ev[out.n++] = (struct m_event){t, 1};
+            else
+                abort(); /* histories use a few distinct times */
+        }
+    } else {
+        const struct lc_lim *side[2] = {a, b};
+        for (int si = 0; si < 2; si++)
+            for (unsigned i = 0; i < side[si]->n; i++) {
+                uint64_t bk = side[si]->ev[i].t / w, ua, ub, last = 0;
+                int dup = 0;
+                for (unsigned k = 0; k < out.n; k++)
+                    dup |= out.ev[k].t / w == bk;
+                if (dup)
+                    continue;
+                ua = lc_units(a, bk * w, bk * w + w - 1);
+                ub = lc_units(b, bk * w, bk * w + w - 1);
+                /* one event for the bucket, at the chosen side's latest time in it */
+                const struct lc_lim *pick = ua >= ub ? a : b;
+                for (unsigned k = 0; k < pick->n; k++)
+                    if (pick->ev[k].t / w == bk && pick->ev[k].t >= last)
+                        last = pick->ev[k].t;
+                if (out.n == LC_EV)
+                    abort();
+                out.ev[out.n++] = (struct m_event){last, ua >= ub ? ua : ub};
+            }
+    }
+    *a = out;
+}
+
 /* Lazy migration, as the library does it on a key's next call: each limit
- * of `to` takes the state of the first unused limit of the same algorithm
- * and period in the key's layout, exactly; the others start fresh. */
+ * of `to` keeps the state of every limit of the same algorithm and period
+ * in the key's layout (the most spent of them, lc_lim_merge); the others
+ * start fresh. */
 static inline void lc_migrate(const struct lc_world *w, struct lc_key *k, int to)
 {
     struct lc_lim out[2];
-    int used[2] = {0, 0};
 
     if (k->pol == to)
         return;
     memset(out, 0, sizeof(out));
     for (unsigned i = 0; k->pol >= 0 && i < w->pol[to].nlimits; i++) {
         const struct sluice_limit *tl = &w->pol[to].limits[i];
+        int first = 1;
         for (unsigned j = 0; j < w->pol[k->pol].nlimits; j++) {
             const struct sluice_limit *fl = &w->pol[k->pol].limits[j];
-            if (used[j] || fl->algo != tl->algo || fl->period_ns != tl->period_ns)
+            struct lc_lim c;
+            if (fl->algo != tl->algo || fl->period_ns != tl->period_ns)
                 continue;
-            used[j] = 1;
-            out[i] = k->lim[j];
+            c = k->lim[j];
             if (tl->algo == SLUICE_GCRA) {
                 /* the library holds TAT in units of 1/q ns, q = count/gcd(period,
                  * count): a carry rounds it up to that grain (more spent) */
@@ -195,9 +277,13 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_key *k, int to
                     b = r;
                 }
                 step = LC_D / (tl->count / a);
-                out[i].tat = (out[i].tat + step - 1) / step * step;
+                c.tat = (c.tat + step - 1) / step * step;
             }
-            break;
+            if (first)
+                out[i] = c;
+            else
+                lc_lim_merge(tl, &out[i], &c);
+            first = 0;
         }
     }
     memcpy(k->lim, out, sizeof(out));
