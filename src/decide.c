@@ -450,8 +450,24 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool cha
  */
 static void sl_touch(struct sl_target *g, uint64_t at)
 {
-    if (g->e != NULL)
-        sl_time_raise(&g->e->last_ns, at);
+    struct sl_entry *e = g->e;
+
+    /* A writer that froze e after this charge (a policy change, a reset)
+     * may have copied last_ns to the entry replacing it before this raise:
+     * raise the key's current entry too, so no later decision on it runs
+     * before this admission.  seq_cst raise and load against the freeze's
+     * seq_cst RMW and the copy's load (Dekker): either the copy sees the
+     * raise or this load sees the freeze.  Both are locked RMWs and a
+     * plain load on x86. */
+    for (int hops = 0; e != NULL && hops < 4; hops++) {
+        sl_time_raise_sc(&e->last_ns, at);
+        if (!(atomic_load_explicit(&e->w[e->pol->lim[0].off], memory_order_seq_cst) & SL_DEAD))
+            return;
+        struct sl_entry *next = sl_table_get(g->s, g->h, g->key, g->len);
+        if (next == e)
+            return;
+        e = next;
+    }
 }
 
 /*

@@ -73,6 +73,10 @@ bool sl_entry_freeze(struct sl_entry *e)
         return false;
     for (unsigned i = 0; i < pol->nlimits; i++)
         pol->lim[i].ops->freeze(&e->w[pol->lim[i].off]);
+    /* Between the freeze and the caller's read of last_ns: an admission
+     * whose raise this read misses sees the freeze and raises the
+     * replacement itself (sl_touch in decide.c). */
+    atomic_thread_fence(memory_order_seq_cst);
     return true;
 }
 

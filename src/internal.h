@@ -217,6 +217,18 @@ static inline void sl_time_raise(sl_aword *w, uint64_t t)
         ;
 }
 
+/* The same, sequentially consistent: an admission's raise against a
+ * writer that freezes the entry and then copies the word (decide.c). */
+static inline void sl_time_raise_sc(sl_aword *w, uint64_t t)
+{
+    uint64_t enc = sl_last_encode(t), seen = atomic_load_explicit(w, memory_order_seq_cst);
+
+    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
+           !atomic_compare_exchange_weak_explicit(w, &seen, enc, memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+        ;
+}
+
 /* The time of e's latest admission; false if it had none. */
 static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
 {

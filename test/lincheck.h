@@ -22,10 +22,11 @@
 #define LC_LIMITERS 2
 #define LC_POLS 4
 #define LC_EV 12
-#define LC_MAX_OPS 40
+#define LC_MAX_OPS 64
 #define LC_D UINT64_C(720720) /* lcm(1..16): GCRA counts divide it, so T * LC_D is whole */
 
-enum lc_kind { LC_ACQ, LC_PEEK, LC_ALL, LC_SETPOL, LC_OVSET, LC_OVCLR, LC_RESET, LC_REAP, LC_PROBE };
+enum lc_kind { LC_ACQ, LC_PEEK, LC_ALL, LC_SETPOL, LC_OVSET, LC_OVCLR, LC_RESET, LC_REAP, LC_PROBE,
+               LC_MIGRATE };
 
 struct lc_op {
     enum lc_kind kind;
@@ -37,7 +38,18 @@ struct lc_op {
     int thread;
     int transient_ok;     /* may see another call's reservation that is rolled back */
     int leftover_ok;      /* a rollback of this call may leave charges behind */
+    uint64_t need;        /* ops (bits) that must be linearized before this one */
 };
+
+/*
+ * A decision moves its keys to the policy in force when it resolves them
+ * ("keys migrate lazily on their next request"), which may be earlier than
+ * the point its result is decided at: a set_policy racing it can make it
+ * decide again, under the newer policy, or fail with -E2BIG.  The checker
+ * gives such a decision one LC_MIGRATE step per key, linearized anywhere
+ * in its interval before it (lc_add_migrations), so a key can move to a
+ * policy that was in force only while the decision ran.
+ */
 
 struct lc_world {
     struct sluice_policy pol[LC_POLS];
@@ -376,6 +388,14 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         s->k[op->key].pol = lc_want(w, s, op->key);
         s->k[op->key].exists = 1;
         return op->rc == 0;
+    case LC_MIGRATE: {
+        struct lc_key *k = &s->k[op->key];
+        want = lc_want(w, s, op->key);
+        /* as the library's resolve: an existing key, whose cost check passes */
+        if (k->exists != 0 && k->pol >= 0 && op->cost <= lc_cap(&w->pol[want]))
+            lc_migrate(w, k, want);
+        return branch == 0;
+    }
     case LC_REAP:
         for (int k = 0; k < w->nkeys; k++)
             if (w->key_lim[k] == op->lim && s->k[k].exists == 1 && s->k[k].ovr < 0)
@@ -515,7 +535,7 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
         if (!(mask >> i & 1) && x->op[i].resp < min_resp)
             min_resp = x->op[i].resp;
     for (int i = 0; i < x->n; i++) {
-        if ((mask >> i & 1) || x->op[i].inv > min_resp)
+        if ((mask >> i & 1) || x->op[i].inv > min_resp || (x->op[i].need & ~mask) != 0)
             continue;
         for (unsigned b = 0; b < nb; b++) {
             struct lc_state t;

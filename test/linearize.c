@@ -348,7 +348,7 @@ static void gen_history(uint64_t seed, enum shape sh)
 /* ---- checking -------------------------------------------------------- */
 
 static const char *kind_name[] = {"acquire", "peek", "all", "set_policy", "override_set",
-                                  "override_clear", "reset", "reap", "probe"};
+                                  "override_clear", "reset", "reap", "probe", "(migrate)"};
 
 static void print_history(const struct lc_op *op, int n)
 {
@@ -442,6 +442,43 @@ static int multi_pair(const struct lc_op *o)
 
 static uint64_t n_ok, n_under_explained, n_under_unexplained, n_violations, n_budget;
 
+/* A decision racing a set_policy of its key's limiter gets one LC_MIGRATE
+ * step per key (lincheck.h), in its own interval and before it. */
+static int add_migrations(struct lc_op *op, int n)
+{
+    int total = n;
+
+    for (int i = 0; i < n; i++) {
+        const struct lc_op *o = &op[i];
+        int keys[4], nk = 0;
+        if (o->kind > LC_ALL)
+            continue;
+        for (int j = 0; j < (o->kind == LC_ALL ? o->nk : 1); j++) {
+            int k = o->kind == LC_ALL ? o->keys[j] : o->key, dup = 0, racing = 0;
+            for (int m = 0; m < nk; m++)
+                dup |= keys[m] == k;
+            for (int m = 0; m < n && !dup; m++)
+                racing |= op[m].kind == LC_SETPOL && op[m].lim == H.w.key_lim[k] &&
+                          overlaps(o, &op[m]);
+            if (dup || !racing)
+                continue;
+            keys[nk++] = k;
+            if (total == LC_MAX_OPS)
+                continue; /* no room: checked without it */
+            memset(&op[total], 0, sizeof(op[total]));
+            op[total].kind = LC_MIGRATE;
+            op[total].key = k;
+            op[total].cost = o->cost;
+            op[total].inv = o->inv;
+            op[total].resp = o->resp;
+            op[total].thread = o->thread;
+            op[i].need |= UINT64_C(1) << total;
+            total++;
+        }
+    }
+    return total;
+}
+
 /* Runs the current history and checks it; returns 1 on a violation. */
 static int run_and_check(uint64_t index, enum shape sh)
 {
@@ -487,6 +524,7 @@ static int run_and_check(uint64_t index, enum shape sh)
     n++;
     for (int i = 0; i < H.w.nlimiters; i++)
         sluice_destroy(H.l[i]);
+    n = add_migrations(op, n);
     /* the narrow allowances: only next to an acquire_all / multi-limit call */
     for (int i = 0; i < n; i++) {
         op[i].transient_ok = op[i].leftover_ok = 0;
