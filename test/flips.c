@@ -418,6 +418,40 @@ static void test_carry_to_every_match(void)
     }
 }
 
+/*
+ * Two old limits of one algorithm and period feed one new limit: it keeps
+ * what both spent.  GCRA [100/s, 3/s] after 3 units at one instant has TATs
+ * 30 ms and 1 s ahead; [4/s burst 3] then admits nothing at that instant
+ * (carrying only the first TAT let more pass).  Only GCRA can differ
+ * there: every charge reaches every limit, so two window limits of one
+ * algorithm and period hold the same units.
+ */
+static void test_carry_from_several(void)
+{
+    const uint64_t t = 1000 * NS_PER_S;
+
+    for (int how = 0; how < 2; how++) {
+        struct sluice_config cfg;
+        struct sluice_policy to = pol1(lim(SLUICE_GCRA, 4, NS_PER_S, 3));
+        sluice_t *l = NULL;
+        unsigned more = 0;
+
+        sluice_config_init(&cfg);
+        cfg.policy = pol2(lim(SLUICE_GCRA, 100, NS_PER_S, 0), lim(SLUICE_GCRA, 3, NS_PER_S, 0));
+        CHECK_EQ(sluice_create(&cfg, &l), 0);
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t, NULL), SLUICE_ALLOW);
+        CHECK_EQ(how == 0 ? sluice_set_policy(l, &to) : sluice_override_set(l, "k", 1, &to), 0);
+        while (more < 10 && sluice_acquire_at(l, "k", 1, 1, t, NULL) == SLUICE_ALLOW)
+            more++;
+        if (more != 0)
+            fprintf(stderr, "gcra via %s: %u more admitted after [100/s, 3/s] -> [4/s b3]\n",
+                    hows[how], more);
+        CHECK_EQ(more, 0);
+        sluice_destroy(l);
+    }
+}
+
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -430,5 +464,6 @@ int main(int argc, char **argv)
     test_log_undo_by_index();
     test_carry_behind();
     test_carry_to_every_match();
+    test_carry_from_several();
     return t_done("flips");
 }

@@ -186,6 +186,37 @@ static void test_background_reaper(void)
     sluice_destroy(l);
 }
 
+/*
+ * A reap at a time before a key's latest admission leaves the key: a
+ * request stamped between the two must still be decided as at that
+ * admission.  The key's fixed 6/s window is spent in the second after the
+ * reap's; an override there and back leaves its state fresh (a sliding
+ * window carries nothing into a fixed one) with the admission's time kept.
+ * Reaped and made again, the key decided six stale requests in the
+ * earlier second and admitted a seventh in the spent one.
+ */
+static void test_reap_before_admission(void)
+{
+    const uint64_t t = 1000 * NS_PER_S + NS_PER_S / 2, ms = NS_PER_S / 1000;
+    struct sluice_policy other = {.nlimits = 1,
+                                  .limits = {{.algo = SLUICE_SLIDING_WINDOW, .count = 4,
+                                              .period_ns = NS_PER_S}}};
+    struct sluice_config cfg;
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_FIXED_WINDOW, 6, NS_PER_S);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t + 975 * ms, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_override_set(l, "k", 1, &other), 0);
+    CHECK_EQ(sluice_override_clear(l, "k", 1), 0);
+    CHECK_EQ(sluice_reap(l, t), 0);
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t + 250 * ms, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t + 975 * ms, NULL), SLUICE_DENY);
+    sluice_destroy(l);
+}
+
 int main(int argc, char **argv)
 {
     scale = t_scale(argc, argv);
@@ -193,5 +224,6 @@ int main(int argc, char **argv)
     test_full();
     test_concurrent_reap();
     test_background_reaper();
+    test_reap_before_admission();
     return t_done("reap");
 }
