@@ -202,7 +202,7 @@ static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uin
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
-    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum, end;
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum, end, at, tcur, first;
 
     if (from->width == to->width) {
         /* same layout: every sub-bucket as it is (kept where tw has more) */
@@ -213,8 +213,21 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
         }
         return;
     }
+    /* Another precision: every unit of a sub-bucket that reaches into the
+     * new window at the time decided at (the earliest it is read from),
+     * all placed in the newest sub-bucket (more spent: it leaves the window
+     * last).  A finer window can reach into an older coarse sub-bucket
+     * than the coarse window does at the same time. */
     eff = sliding_head(from, h, now, &hidx, &hcnt);
-    sum = sliding_sum(from, fw, eff, hidx, hcnt);
+    at = eff == now / from->width ? now : sl_u128_sat((sl_u128)eff * from->width);
+    tcur = at / to->width;
+    first = (uint64_t)((sl_u128)(tcur >= to->nb - 1 ? tcur - (to->nb - 1) : 0) * to->width /
+                       from->width);
+    if (eff >= from->nb && first < eff - from->nb)
+        first = eff - from->nb; /* older ones are no longer in the ring */
+    sum = 0;
+    for (uint64_t j = first; j <= eff; j++)
+        sum += sliding_units(from, fw, j, hidx, hcnt);
     if (sum == 0)
         return;
     /* last ns of sub-bucket eff, saturating at the top of time */

@@ -452,6 +452,39 @@ static void test_carry_from_several(void)
     }
 }
 
+/*
+ * Sliding window precisions: units that a coarse window no longer counts
+ * can still be inside a finer window at the same time.  6 units at
+ * 1000.446 s (250 ms sub-buckets), then 500 ms sub-buckets: at 1001.246 s
+ * the window [1000.5, 1001.5) holds only the 2 admitted then; back to
+ * 250 ms, the window [1000.25, 1001.25) holds all 8, so with count 5 a
+ * request for 3 is denied (the carry kept only the coarse window's 2).
+ */
+static void test_carry_precisions(void)
+{
+    const uint64_t t = 1000 * NS_PER_S + 446 * (NS_PER_S / 1000), later = t + NS_PER_S * 8 / 10;
+    struct sluice_limit fine = lim(SLUICE_SLIDING_WINDOW, 10, NS_PER_S, 0), coarse = fine;
+    struct sluice_config cfg;
+    struct sluice_policy p;
+    sluice_t *l = NULL;
+
+    fine.precision_ns = NS_PER_S / 4;
+    coarse.precision_ns = NS_PER_S / 2;
+    coarse.count = 24;
+    sluice_config_init(&cfg);
+    cfg.policy = pol1(fine);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 6, t, NULL), SLUICE_ALLOW);
+    p = pol1(coarse);
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 2, later, NULL), SLUICE_ALLOW);
+    fine.count = 5;
+    p = pol1(fine);
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 3, later, NULL), SLUICE_DENY);
+    sluice_destroy(l);
+}
+
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -465,5 +498,6 @@ int main(int argc, char **argv)
     test_carry_behind();
     test_carry_to_every_match();
     test_carry_from_several();
+    test_carry_precisions();
     return t_done("flips");
 }

@@ -358,8 +358,11 @@ static void print_history(const struct lc_op *op, int n)
         fprintf(stderr, "  policy %d:", p);
         for (unsigned i = 0; i < w->pol[p].nlimits; i++) {
             const struct sluice_limit *d = &w->pol[p].limits[i];
-            fprintf(stderr, " [algo %d count %" PRIu64 " period %" PRIu64 "s burst %" PRIu64 "]",
-                    d->algo, d->count, d->period_ns / NS_PER_S, d->burst);
+            fprintf(stderr, " [algo %d count %" PRIu64 " period %" PRIu64 "s burst %" PRIu64, d->algo,
+                    d->count, d->period_ns / NS_PER_S, d->burst);
+            if (d->precision_ns != 0)
+                fprintf(stderr, " precision %" PRIu64 "ms", d->precision_ns / 1000000);
+            fprintf(stderr, "]");
         }
         fprintf(stderr, "%s\n", p < w->nlimiters ? " (initial default)" : "");
     }
