@@ -65,7 +65,7 @@ struct lc_lim {
 
 struct lc_key {
     struct lc_lim lim[2];
-    int64_t exists; /* 0 absent, 1 present, 2 present or reaped */
+    int64_t exists; /* 0 absent, 1 present */
     int64_t ovr;    /* override policy id, -1 none */
     int64_t pol;    /* policy id the state is laid out for (-1: fresh, any) */
     int64_t last;   /* the latest admission's time: an earlier call is decided at it */
@@ -74,6 +74,7 @@ struct lc_key {
 struct lc_state {
     struct lc_key k[LC_KEYS];
     int64_t def[LC_LIMITERS];
+    int64_t floor[LC_LIMITERS]; /* the latest time keys were reaped at: new keys start there */
 };
 
 static inline uint64_t lc_cap(const struct sluice_policy *p)
@@ -337,6 +338,38 @@ static inline void lc_key_charge(const struct lc_world *w, struct lc_key *k, uin
             lc_charge(&w->pol[k->pol].limits[i], &k->lim[i], now, cost);
 }
 
+/* A key comes into the table: it starts at the limiter's latest reap time
+ * (an earlier request is decided as at it), as the library's new entries. */
+static inline void lc_create(const struct lc_world *w, struct lc_state *s, int key)
+{
+    struct lc_key *k = &s->k[key];
+
+    if (k->exists != 0)
+        return;
+    k->exists = 1;
+    if (k->last < s->floor[w->key_lim[key]])
+        k->last = s->floor[w->key_lim[key]];
+}
+
+/* What sluice_reap may remove: a key of that limiter without an override,
+ * admitted at no time after the reap's, whose state is a fresh key's at
+ * the time it is decided at (full room in every limit). */
+static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s, int key,
+                              const struct lc_op *op)
+{
+    const struct lc_key *k = &s->k[key];
+    uint64_t t = op->now;
+
+    if (w->key_lim[key] != op->lim || k->exists == 0 || k->ovr >= 0 || k->last > (int64_t)t)
+        return 0;
+    for (unsigned i = 0; k->pol >= 0 && i < w->pol[k->pol].nlimits; i++) {
+        const struct sluice_limit *d = &w->pol[k->pol].limits[i];
+        if (!lc_fits(d, &k->lim[i], t, d->algo == SLUICE_GCRA ? m_burst(d) : d->count))
+            return 0;
+    }
+    return 1;
+}
+
 /*
  * Apply op to *s.  branch 0 is the contract's exact outcome; with relaxed,
  * branch 1 reads a DENY the model would allow as a transient denial
@@ -353,7 +386,8 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     int keys[4], n = 0, want, rc;
     unsigned pairs = 0;
 
-    if (branch > 0 && (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
+    if (branch > 0 && op->kind != LC_REAP &&
+        (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
         return 0;
     switch (op->kind) {
     case LC_SETPOL:
@@ -361,7 +395,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         lc_model_rc = 0;
         return op->rc == 0;
     case LC_OVSET:
-        s->k[op->key].exists = 1;
+        lc_create(w, s, op->key);
         lc_migrate(w, &s->k[op->key], op->pid);
         s->k[op->key].ovr = op->pid;
         lc_model_rc = 0;
@@ -375,9 +409,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         lc_model_rc = 0;
         return op->rc == 0;
     case LC_RESET:
-        /* a reaped key was fresh: keeping its state keeps every decision */
-        if (s->k[op->key].exists == 0 || (s->k[op->key].exists == 2 && op->rc == -ENOENT)) {
-            s->k[op->key].exists = 0;
+        if (s->k[op->key].exists == 0) {
             lc_model_rc = -ENOENT;
             return op->rc == -ENOENT;
         }
@@ -396,16 +428,31 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             lc_migrate(w, k, want);
         return branch == 0;
     }
-    case LC_REAP:
-        for (int k = 0; k < w->nkeys; k++)
-            if (w->key_lim[k] == op->lim && s->k[k].exists == 1 && s->k[k].ovr < 0)
-                s->k[k].exists = 2;
+    case LC_REAP: {
+        /* branch: the set of keys removed (bit per key), as many as it says;
+         * each must be reapable, and is then absent, its state forgotten */
+        unsigned removed = 0;
+        lc_model_rc = 0;
+        for (int k = 0; k < LC_KEYS; k++) {
+            if (!(branch >> k & 1))
+                continue;
+            if (k >= w->nkeys || !lc_reapable(w, s, k, op))
+                return 0;
+            memset(&s->k[k], 0, sizeof(s->k[k]));
+            s->k[k].ovr = s->k[k].pol = -1;
+            removed++;
+        }
+        if (branch >= 1u << LC_KEYS || removed != (unsigned)op->rc)
+            return 0;
+        if (removed != 0 && s->floor[op->lim] < (int64_t)op->now)
+            s->floor[op->lim] = (int64_t)op->now;
         return 1;
+    }
     case LC_PROBE: {
         long long got = 0;
         for (int k = 0; k < w->nkeys; k++) {
             long long c = 0;
-            s->k[k].exists = 1;
+            lc_create(w, s, k);
             lc_migrate(w, &s->k[k], lc_want(w, s, k));
             while (c < 255 && lc_key_fits(w, &s->k[k], op->now, 1)) {
                 lc_key_charge(w, &s->k[k], op->now, 1, 3, 1);
@@ -453,7 +500,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             continue;
         }
         if (op->kind != LC_PEEK)
-            k->exists = 1;
+            lc_create(w, s, keys[i]);
         lc_migrate(w, k, want);
         pairs += w->pol[want].nlimits;
     }
@@ -518,6 +565,7 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
 {
     uint64_t min_resp = UINT64_MAX, h, slot;
     unsigned nb = x->relaxed ? 2 + 16 : 1;
+    _Static_assert(1u << LC_KEYS <= 2 + 16, "a reap's branches are key sets");
 
     if (x->depth > x->best_depth) {
         x->best_depth = x->depth;
@@ -537,11 +585,13 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
     for (int i = 0; i < x->n; i++) {
         if ((mask >> i & 1) || x->op[i].inv > min_resp || (x->op[i].need & ~mask) != 0)
             continue;
-        for (unsigned b = 0; b < nb; b++) {
+        unsigned nbi = x->op[i].kind == LC_REAP ? 1u << LC_KEYS : nb;
+        for (unsigned b = 0; b < nbi; b++) {
             struct lc_state t;
             int r;
-            if ((b == 1 && !(x->op[i].transient_ok && x->op[i].rc == SLUICE_DENY)) ||
-                (b >= 2 && !x->op[i].leftover_ok))
+            if (x->op[i].kind != LC_REAP &&
+                ((b == 1 && !(x->op[i].transient_ok && x->op[i].rc == SLUICE_DENY)) ||
+                 (b >= 2 && !x->op[i].leftover_ok)))
                 continue; /* cheap refusals before copying the state */
             t = *s;
             if (!lc_step(x->w, &t, &x->op[i], b, x->relaxed))

@@ -411,7 +411,12 @@ static void print_stuck(const struct lc_op *op, int n)
     for (int d = 0; d < search.best_depth; d++) {
         const struct lc_op *o = &op[search.best[d]];
         fprintf(stderr, " T%d[%" PRIu64 "]", o->thread, o->inv);
-        (void)lc_step(&H.w, &s, o, 0, 0);
+        for (unsigned b = 0; b < (o->kind == LC_REAP ? 1u << LC_KEYS : 1u); b++) {
+            t = s; /* a reap's branch is the set of keys it removed */
+            if (lc_step(&H.w, &t, o, b, 0))
+                break;
+        }
+        s = t;
         mask |= UINT64_C(1) << search.best[d];
     }
     fprintf(stderr, "\n  then the model says:");
