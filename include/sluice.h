@@ -7,7 +7,10 @@
  * limiter's clock; all counts are uint64_t units.
  *
  * Return convention: decisions return SLUICE_ALLOW (0) or SLUICE_DENY (1);
- * every other outcome is a negative errno and charges nothing.
+ * every other outcome is a negative errno and charges nothing.  (A request
+ * that fails after a racing change, such as a set_policy that makes its
+ * cost -E2BIG, may leave a key it created behind, fresh and uncharged, as a
+ * denied request would.)
  *
  * This header is the contract: names, types, return values and the
  * semantics stated here are stable within a major version.
@@ -297,9 +300,7 @@ SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint6
 
 /*
  * Forget the key's state: its next request is decided as a fresh key's.
- * A per-key override stays in place.  A key that a racing request is still
- * creating, and has not charged, counts as absent (that request may fail
- * and take the key out again).
+ * A per-key override stays in place.
  * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
  */
 SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);

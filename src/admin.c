@@ -91,11 +91,7 @@ static int sl_admin_replace(struct sluice *l, const void *key, size_t len, struc
                 sl_entry_discard(l, ne);
             continue;
         }
-        /* A reset does not see a key that a decision is still inserting and
-         * has not charged: that decision may yet fail and take the key out
-         * (an error makes nothing), so the reset comes first. */
-        if (e == NULL || (need_override && !e->pol->is_override) ||
-            (to == NULL && !carry && sl_entry_untouched(e))) {
+        if (e == NULL || (need_override && !e->pol->is_override)) {
             rc = -ENOENT;
             break;
         }

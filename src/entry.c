@@ -42,8 +42,6 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
     memset(e, 0, size);
     e->key_len = (uint32_t)len;
     e->pol = pol;
-    /* decided no earlier than the latest reap (see sl_table_reap_some) */
-    sl_store_rlx(&e->last_ns, sl_load_rlx(&l->reap_floor));
     if (len != 0)
         memcpy((unsigned char *)&e->w[pol->nwords], key, len);
     *out = e;
@@ -102,21 +100,6 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
     return sl_entry_freeze_if_fresh(e, now);
-}
-
-bool sl_entry_untouched(struct sl_entry *e)
-{
-    const struct sl_policy *pol = e->pol;
-
-    /* pinned: acquire, pairs with the release that unpins after the
-     * inserting decision's charge; a zero control word was never charged
-     * (or its charge was taken back exactly). */
-    if (atomic_load_explicit(&e->pinned, memory_order_acquire) == 0)
-        return false;
-    for (unsigned i = 0; i < pol->nlimits; i++)
-        if (sl_load_acq(&e->w[pol->lim[i].off]) != 0)
-            return false;
-    return true;
 }
 
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)

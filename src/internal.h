@@ -350,9 +350,6 @@ size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
-/* e is still being inserted by a decision that has charged nothing yet:
- * that decision may fail and take it out again (entry.c). */
-bool sl_entry_untouched(struct sl_entry *e);
 /* The same without the idle, pin and override tests (entry.c). */
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 /* Take back the key this failing call inserted, if nobody has charged it

@@ -267,6 +267,10 @@ int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
             return -ENOMEM;
         t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     }
+    /* A new key is decided no earlier than the latest reap (see
+     * sl_table_reap_some), read here under the shard lock: a reap that
+     * removed this key from this shard raised it before unlocking. */
+    sl_store_rlx(&e->last_ns, sl_load_rlx(&s->owner->reap_floor));
     sl_slot_place(t, h, e, &reused);
     s->live++;
     s->used += !reused;

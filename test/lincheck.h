@@ -26,7 +26,7 @@
 #define LC_D UINT64_C(720720) /* lcm(1..16): GCRA counts divide it, so T * LC_D is whole */
 
 enum lc_kind { LC_ACQ, LC_PEEK, LC_ALL, LC_SETPOL, LC_OVSET, LC_OVCLR, LC_RESET, LC_REAP, LC_PROBE,
-               LC_MIGRATE };
+               LC_RESOLVE };
 
 struct lc_op {
     enum lc_kind kind;
@@ -42,13 +42,14 @@ struct lc_op {
 };
 
 /*
- * A decision moves its keys to the policy in force when it resolves them
- * ("keys migrate lazily on their next request"), which may be earlier than
- * the point its result is decided at: a set_policy racing it can make it
- * decide again, under the newer policy, or fail with -E2BIG.  The checker
- * gives such a decision one LC_MIGRATE step per key, linearized anywhere
- * in its interval before it (lc_add_migrations), so a key can move to a
- * policy that was in force only while the decision ran.
+ * A decision resolves its keys (makes a new key, moves an existing one to
+ * the policy in force: "keys migrate lazily on their next request") before
+ * the point its result is decided at, and other calls can see that: a
+ * set_policy racing it can make it decide again under a newer policy, or
+ * fail with -E2BIG after making a key; a reset or reap can find the key it
+ * made or moved, before it charges.  The checker gives a decision that
+ * races such calls one optional LC_RESOLVE step per key, linearized
+ * anywhere in its interval before it (linearize.c: add_resolves).
  */
 
 struct lc_world {
@@ -386,7 +387,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     int keys[4], n = 0, want, rc;
     unsigned pairs = 0;
 
-    if (branch > 0 && op->kind != LC_REAP &&
+    if (branch > 0 && op->kind != LC_REAP && op->kind != LC_RESOLVE &&
         (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
         return 0;
     switch (op->kind) {
@@ -420,13 +421,23 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         s->k[op->key].pol = lc_want(w, s, op->key);
         s->k[op->key].exists = 1;
         return op->rc == 0;
-    case LC_MIGRATE: {
+    case LC_RESOLVE: {
+        /* branch 1: as the library's resolve, once the cost check passes, an
+         * existing key moves to its policy, a new one is made (not by peek);
+         * branch 0: the decision resolves it itself */
         struct lc_key *k = &s->k[op->key];
         want = lc_want(w, s, op->key);
-        /* as the library's resolve: an existing key, whose cost check passes */
-        if (k->exists != 0 && k->pol >= 0 && op->cost <= lc_cap(&w->pol[want]))
+        lc_model_rc = 0;
+        if (branch == 0 || op->cost > lc_cap(&w->pol[want]))
+            return branch <= 1;
+        if (k->exists == 0 && op->pid != LC_PEEK) {
+            lc_create(w, s, op->key);
+            if (k->pol < 0)
+                k->pol = want; /* fresh in any layout */
+        }
+        if (k->exists != 0 && k->pol >= 0)
             lc_migrate(w, k, want);
-        return branch == 0;
+        return branch == 1;
     }
     case LC_REAP: {
         /* branch: the set of keys removed (bit per key), as many as it says;
@@ -481,8 +492,8 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         }
         break;
     }
-    /* every key's cost check first: an -E2BIG creates and migrates nothing
-     * (an error changes no state) */
+    /* every key's cost check first: an -E2BIG makes and migrates nothing
+     * (a key made before a racing change is an LC_RESOLVE step's) */
     for (int i = 0; i < n; i++) {
         lc_model_rc = -E2BIG;
         if (op->cost > lc_cap(&w->pol[lc_want(w, s, keys[i])]))
@@ -585,11 +596,11 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
     for (int i = 0; i < x->n; i++) {
         if ((mask >> i & 1) || x->op[i].inv > min_resp || (x->op[i].need & ~mask) != 0)
             continue;
-        unsigned nbi = x->op[i].kind == LC_REAP ? 1u << LC_KEYS : nb;
+        unsigned nbi = x->op[i].kind == LC_REAP ? 1u << LC_KEYS : x->op[i].kind == LC_RESOLVE ? 2 : nb;
         for (unsigned b = 0; b < nbi; b++) {
             struct lc_state t;
             int r;
-            if (x->op[i].kind != LC_REAP &&
+            if (x->op[i].kind != LC_REAP && x->op[i].kind != LC_RESOLVE &&
                 ((b == 1 && !(x->op[i].transient_ok && x->op[i].rc == SLUICE_DENY)) ||
                  (b >= 2 && !x->op[i].leftover_ok)))
                 continue; /* cheap refusals before copying the state */

@@ -348,7 +348,7 @@ static void gen_history(uint64_t seed, enum shape sh)
 /* ---- checking -------------------------------------------------------- */
 
 static const char *kind_name[] = {"acquire", "peek", "all", "set_policy", "override_set",
-                                  "override_clear", "reset", "reap", "probe", "(migrate)"};
+                                  "override_clear", "reset", "reap", "probe", "(resolve)"};
 
 static void print_history(const struct lc_op *op, int n)
 {
@@ -411,8 +411,8 @@ static void print_stuck(const struct lc_op *op, int n)
     for (int d = 0; d < search.best_depth; d++) {
         const struct lc_op *o = &op[search.best[d]];
         fprintf(stderr, " T%d[%" PRIu64 "]", o->thread, o->inv);
-        for (unsigned b = 0; b < (o->kind == LC_REAP ? 1u << LC_KEYS : 1u); b++) {
-            t = s; /* a reap's branch is the set of keys it removed */
+        for (unsigned b = 0; b < (o->kind == LC_REAP ? 1u << LC_KEYS : o->kind == LC_RESOLVE ? 2u : 1u); b++) {
+            t = s; /* a reap's branch: the keys it removed */
             if (lc_step(&H.w, &t, o, b, 0))
                 break;
         }
@@ -450,9 +450,27 @@ static int multi_pair(const struct lc_op *o)
 
 static uint64_t n_ok, n_under_explained, n_under_unexplained, n_violations, n_budget;
 
-/* A decision racing a set_policy of its key's limiter gets one LC_MIGRATE
- * step per key (lincheck.h), in its own interval and before it. */
-static int add_migrations(struct lc_op *op, int n)
+/* Calls that can see a decision's key between its resolve and its charge:
+ * set_policy and reap of the key's limiter, and the key's own reset and
+ * overrides. */
+static int sees_resolve(const struct lc_op *m, int key)
+{
+    switch (m->kind) {
+    case LC_SETPOL:
+    case LC_REAP:
+        return m->lim == H.w.key_lim[key];
+    case LC_RESET:
+    case LC_OVSET:
+    case LC_OVCLR:
+        return m->key == key;
+    default:
+        return 0;
+    }
+}
+
+/* A decision racing such a call gets one LC_RESOLVE step per key
+ * (lincheck.h), in its own interval and before it. */
+static int add_resolves(struct lc_op *op, int n)
 {
     int total = n;
 
@@ -466,16 +484,16 @@ static int add_migrations(struct lc_op *op, int n)
             for (int m = 0; m < nk; m++)
                 dup |= keys[m] == k;
             for (int m = 0; m < n && !dup; m++)
-                racing |= op[m].kind == LC_SETPOL && op[m].lim == H.w.key_lim[k] &&
-                          overlaps(o, &op[m]);
+                racing |= sees_resolve(&op[m], k) && overlaps(o, &op[m]);
             if (dup || !racing)
                 continue;
             keys[nk++] = k;
             if (total == LC_MAX_OPS)
                 continue; /* no room: checked without it */
             memset(&op[total], 0, sizeof(op[total]));
-            op[total].kind = LC_MIGRATE;
+            op[total].kind = LC_RESOLVE;
             op[total].key = k;
+            op[total].pid = (int)o->kind; /* a peek makes no key */
             op[total].cost = o->cost;
             op[total].inv = o->inv;
             op[total].resp = o->resp;
@@ -532,7 +550,7 @@ static int run_and_check(uint64_t index, enum shape sh)
     n++;
     for (int i = 0; i < H.w.nlimiters; i++)
         sluice_destroy(H.l[i]);
-    n = add_migrations(op, n);
+    n = add_resolves(op, n);
     /* the narrow allowances: only next to an acquire_all / multi-limit call */
     for (int i = 0; i < n; i++) {
         op[i].transient_ok = op[i].leftover_ok = 0;
