@@ -202,7 +202,7 @@ static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uin
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
-    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum, end, at, tcur, first;
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum = 0, at = 0;
 
     if (from->width == to->width) {
         /* same layout: every sub-bucket as it is (kept where tw has more) */
@@ -213,26 +213,29 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
         }
         return;
     }
-    /* Another precision: every unit of a sub-bucket that reaches into the
-     * new window at the time decided at (the earliest it is read from),
-     * all placed in the newest sub-bucket (more spent: it leaves the window
-     * last).  A finer window can reach into an older coarse sub-bucket
-     * than the coarse window does at the same time. */
+    /* Another precision: each old sub-bucket's units go to the new
+     * sub-bucket holding its last ns, or `now` (the key's latest admission)
+     * if that is earlier: never before the units' own times, so never less
+     * spent, and never ahead of the time decisions resume at (a head ahead
+     * of it would move the window past units still in it).  Summed where
+     * several land in one.  Units a coarse window no longer counts stay in
+     * the ring: a finer window after a later change can still reach them. */
     eff = sliding_head(from, h, now, &hidx, &hcnt);
-    at = eff == now / from->width ? now : sl_u128_sat((sl_u128)eff * from->width);
-    tcur = at / to->width;
-    first = (uint64_t)((sl_u128)(tcur >= to->nb - 1 ? tcur - (to->nb - 1) : 0) * to->width /
-                       from->width);
-    if (eff >= from->nb && first < eff - from->nb)
-        first = eff - from->nb; /* older ones are no longer in the ring */
-    sum = 0;
-    for (uint64_t j = first; j <= eff; j++)
-        sum += sliding_units(from, fw, j, hidx, hcnt);
-    if (sum == 0)
-        return;
-    /* last ns of sub-bucket eff, saturating at the top of time */
-    end = sl_u128_sat((sl_u128)(eff + 1) * from->width - 1);
-    sliding_raise(to, tw, end / to->width, sl_min64(sum, to->cmask));
+    for (uint64_t j = eff >= from->nb ? eff - from->nb : 0; j <= eff; j++) {
+        uint64_t units = sliding_units(from, fw, j, hidx, hcnt), to_j;
+        if (units == 0)
+            continue;
+        to_j = sl_u128_sat((sl_u128)(j + 1) * from->width - 1);
+        to_j = sl_min64(to_j, sl_max64(now, to_j - (from->width - 1))) / to->width;
+        if (sum != 0 && to_j != at) {
+            sliding_raise(to, tw, at, sl_min64(sum, to->cmask));
+            sum = 0;
+        }
+        at = to_j;
+        sum += units;
+    }
+    if (sum != 0)
+        sliding_raise(to, tw, at, sl_min64(sum, to->cmask));
 }
 
 const struct sl_algo sl_algo_sliding = {

@@ -483,6 +483,24 @@ static void test_carry_precisions(void)
     CHECK_EQ(sluice_set_policy(l, &p), 0);
     CHECK_EQ(sluice_acquire_at(l, "k", 1, 3, later, NULL), SLUICE_DENY);
     sluice_destroy(l);
+
+    /* There and back: 5 units at 1000.769 s, 2 at 1001.519 s; the coarse
+     * window then holds only the 2, but back in 250 ms sub-buckets the
+     * window [1000.75, 1001.75) holds all 7: 9 more of 12 do not fit (the
+     * carry had kept only what the coarse window counted). */
+    fine.count = 12;
+    coarse.count = 6;
+    sluice_config_init(&cfg);
+    cfg.policy = pol1(fine);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 5, 1000769 * (NS_PER_S / 1000), NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 2, 1001519 * (NS_PER_S / 1000), NULL), SLUICE_ALLOW);
+    p = pol1(coarse);
+    CHECK_EQ(sluice_override_set(l, "k", 1, &p), 0);
+    p = pol1(fine);
+    CHECK_EQ(sluice_override_set(l, "k", 1, &p), 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 9, 1001519 * (NS_PER_S / 1000), NULL), SLUICE_DENY);
+    sluice_destroy(l);
 }
 
 int main(int argc, char **argv)
