@@ -35,9 +35,11 @@ static struct sluice_policy pol2(struct sluice_limit a, struct sluice_limit b)
     return p;
 }
 
-/* The model of a policy change: limits pair up as sl_policy_carry pairs them
- * (same algorithm and period, first unused), and keep their state exactly;
- * GCRA's TAT is kept (its scaled value rescaled, rounded up). */
+/* The model of a policy change: limits of the same algorithm and period
+ * keep their state exactly; GCRA's TAT is kept (its scaled value rescaled,
+ * rounded up).  The policies flipped here have at most one limit per
+ * algorithm and period, where pairing one to one is what sl_policy_carry
+ * does (several old limits feeding one: test_carry_from_several). */
 static void model_carry(const struct sluice_policy *from, struct m_key *k,
                         const struct sluice_policy *to)
 {
