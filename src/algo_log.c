@@ -101,9 +101,14 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
             return SL_NO;
         if (!sl_cas_acqrel(&w[0], &s, s + 1))
             continue; /* someone wrote since the snapshot: decide again */
+        /* release, not relaxed: a reader whose acquire load sees one of
+         * these values then also sees the odd sequence of the CAS above
+         * (synchronizes-with), so its re-check fails; relaxed stores after
+         * an RMW give no such edge in C11 on weak-memory CPUs.  Plain
+         * stores on x86. */
         for (uint64_t i = 0; i < cost; i++)
-            sl_store_rlx(&w[SL_LOG_RING + (v.n + i) % lim->def.count], v.eff);
-        sl_store_rlx(&w[1], v.n + cost);
+            sl_store_rel(&w[SL_LOG_RING + (v.n + i) % lim->def.count], v.eff);
+        sl_store_rel(&w[1], v.n + cost);
         /* +1, not a store: keeps a SL_DEAD set meanwhile by a freezer */
         atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
         receipt[0] = v.n + cost; /* N after this charge: see log_undo() */
@@ -130,9 +135,10 @@ static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
         s = log_read_begin(w);
     if (s & SL_DEAD)
         return;
-    /* relaxed: we hold the key (the CAS above acquired it) */
+    /* the load is ours (the CAS above acquired the key); the store is
+     * release for readers, as in log_charge */
     if (sl_load_rlx(&w[1]) == receipt[0])
-        sl_store_rlx(&w[1], receipt[0] - cost);
+        sl_store_rel(&w[1], receipt[0] - cost);
     atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
 }
 
