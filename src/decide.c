@@ -626,11 +626,21 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     if (t == NULL)
         return -ENOMEM;
     m = sl_unique_keys(keys, n, g, orig);
-    sl_epoch_begin(t);
-    sl_shm_enter_targets(g, m, shm);
-    rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
-    sl_shm_leave_targets(g, m, shm);
-    sl_epoch_end(t);
+    for (unsigned round = 0;; round++) {
+        sl_epoch_begin(t);
+        sl_shm_enter_targets(g, m, shm);
+        rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
+        sl_shm_leave_targets(g, m, shm);
+        sl_epoch_end(t);
+        /* -EAGAIN: a shared limiter had no free entry; what this call's
+         * own section held back comes free once it has ended */
+        if (rc != -EAGAIN)
+            break;
+        if (!sl_shm_starved(g, m, round)) {
+            rc = -ENOMEM;
+            break;
+        }
+    }
     if (rc >= 0 && res != NULL)
         res->key_index = orig[res->key_index];
     return rc;
@@ -781,7 +791,11 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
             rc = sl_acquire_fast(t, &g, q->cost, now_ns, r);
             if (rc == -EAGAIN) {
                 struct sluice_key k = {.limiter = l, .key = q->key, .len = q->len};
+                if (l->shm != NULL) /* it may wait for the file's epoch: outside our section */
+                    sl_shm_leave(l, shm);
                 rc = sl_decide_keys(&k, 1, q->cost, now_ns, true, r); /* nests the section */
+                if (l->shm != NULL)
+                    shm = sl_shm_enter(l);
             }
         }
         rcs[i] = rc;

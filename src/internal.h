@@ -477,6 +477,10 @@ unsigned sl_shm_enter(struct sluice *l);
 void sl_shm_leave(struct sluice *l, unsigned token);
 void sl_shm_enter_targets(struct sl_target *g, size_t n, unsigned *tokens);
 void sl_shm_leave_targets(struct sl_target *g, size_t n, const unsigned *tokens);
+/* A decision found no free entry in a shared limiter (-EAGAIN): help the
+ * file's epoch along, outside every section; false once it has tried long
+ * enough (the call then fails with -ENOMEM). */
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round);
 int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                    bool create);
 /* The fast path's lookup: an existing entry under the current policy, else NULL. */

@@ -125,9 +125,13 @@ void sl_shm_refresh(struct sluice *l);
 int sl_shm_register(struct sluice *l);
 void sl_shm_unregister(struct sluice *l);
 /* Advance the file's epoch if no live process is in a section of the one
- * before; true if it moved. */
-bool sl_shm_advance(struct sl_shm *m);
-/* An entry index for a writer holding a shard lock; UINT64_MAX if none. */
+ * before; true if it moved.  Never waits for a section: a holder of a shard
+ * lock must not, since a section may be waiting for that lock.  Only
+ * callers holding no shard lock pass check_dead (its system calls find
+ * dead processes whose sections stall the epoch). */
+bool sl_shm_advance(struct sl_shm *m, bool check_dead);
+/* An entry index for a writer holding a shard lock; UINT64_MAX if none is
+ * free now (the caller retries after unlocking, or gives up). */
 uint64_t sl_shm_alloc(struct sl_shm *m);
 /* Give back an entry nobody can have seen (never published). */
 void sl_shm_free_unseen(struct sl_shm *m, uint64_t idx);

@@ -252,7 +252,7 @@ void sl_shm_leave_targets(struct sl_target *g, size_t n, const unsigned *tokens)
             sl_shm_leave(g[i].l, tokens[i]);
 }
 
-bool sl_shm_advance(struct sl_shm *m)
+bool sl_shm_advance(struct sl_shm *m, bool check_dead)
 {
     struct sl_shm_hdr *h = m->hdr;
     uint64_t e = atomic_load_explicit(&h->epoch, memory_order_seq_cst);
@@ -269,7 +269,7 @@ bool sl_shm_advance(struct sl_shm *m)
                 continue;
             }
             owner = sl_load_acq(&p->owner);
-            if (owner == SL_SHM_CLAIMING ||
+            if (!check_dead || owner == SL_SHM_CLAIMING ||
                 !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
                 return false; /* a live process is in a section: later */
             sl_proc_reclaim(p, owner);
@@ -289,7 +289,7 @@ uint64_t sl_shm_alloc(struct sl_shm *m)
 {
     struct sl_shm_hdr *h = m->hdr;
 
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 2; round++) {
         uint64_t ep = atomic_load_explicit(&h->epoch, memory_order_seq_cst);
         uint64_t i = sl_load_rlx(&h->alloc_cursor) % m->pool;
         for (uint64_t n = 0; n < m->pool; n++, i = i + 1 == m->pool ? 0 : i + 1) {
@@ -299,8 +299,8 @@ uint64_t sl_shm_alloc(struct sl_shm *m)
                 return i;
             }
         }
-        (void)sl_shm_advance(m);
-        (void)sl_shm_advance(m);
+        (void)sl_shm_advance(m, false);
+        (void)sl_shm_advance(m, false);
     }
     return UINT64_MAX;
 }

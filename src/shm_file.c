@@ -57,7 +57,7 @@ static void sl_derive(uint64_t max_keys, uint64_t max_key_len, uint64_t nshards,
 {
     uint64_t per = (max_keys + nshards - 1) / nshards, want = 2 * (per + 4 * sl_isqrt(per) + 16);
 
-    *pool = max_keys + max_keys / 2 + 64;
+    *pool = 2 * max_keys + 64;
     *slots = 64;
     while (*slots < want)
         *slots <<= 1;

@@ -18,6 +18,7 @@
  * slot refers to are retired.  Deciders never take a lock except to wait
  * for a writer that froze their entry.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,7 +179,7 @@ static bool sl_shm_rehash(struct sluice *l, struct sl_shm_shard *s)
     sl_aword *a = sl_shm_array(m, s, old), *b = sl_shm_array(m, s, spare);
 
     for (int i = 0; i < 2 && (ret == UINT64_MAX || ret + 2 > sl_load_acq(&m->hdr->epoch)); i++)
-        (void)sl_shm_advance(m);
+        (void)sl_shm_advance(m, false);
     if (ret == UINT64_MAX || ret + 2 > atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst))
         return false;
     for (uint64_t i = 0; i <= mask; i++)
@@ -402,12 +403,16 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
 /* Bound on resolve rounds: each one that does not return saw the entry or
  * the policy change; only a corrupt file keeps that up. */
 #define SL_RESOLVE_ROUNDS 10000
+#define SL_STARVED_ROUNDS 16
+#define SL_STARVED_WAITS 10000
 
 int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                    bool create)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;
+
+    unsigned starved = 0;
 
     (void)t;
     for (unsigned round = 0; round < SL_RESOLVE_ROUNDS; round++) {
@@ -432,12 +437,33 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
             rc = sl_shm_replace(g, e, pol, cur, true, now);
         else if ((rc = sl_shm_insert(g, cur, now)) == 0)
             return 0;
+        if (rc == -ENOMEM) {
+            /* No free entry: entries retired before this section began can
+             * come back while it runs (it holds back only the second of the
+             * two advances they need); after a few tries, end the section
+             * and wait outside it (sl_shm_starved). */
+            if (++starved == SL_STARVED_ROUNDS)
+                return -EAGAIN;
+            (void)sl_shm_advance(m, true);
+            rc = -EAGAIN;
+        }
         if (rc != -EAGAIN && rc != 0)
             return rc;
         if (cur->shm_ref != sl_load_acq(l->shm_gen))
             sl_shm_refresh(l);
     }
     return -EPROTO;
+}
+
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round)
+{
+    if (round >= SL_STARVED_WAITS)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (g[i].l->shm != NULL && sl_shm_advance(g[i].l->shm, true))
+            return true;
+    sched_yield();
+    return true;
 }
 
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
@@ -501,13 +527,13 @@ size_t sl_shm_reap(struct sluice *l, uint64_t now)
         sl_unlock(l, &m->shards[i]);
         sl_epoch_end(t);
     }
-    (void)sl_shm_advance(m); /* reaped entries become reusable sooner */
-    (void)sl_shm_advance(m);
+    (void)sl_shm_advance(m, true); /* reaped entries become reusable sooner */
+    (void)sl_shm_advance(m, true);
     return removed;
 }
 
 /* Move every entry of a locked shard to generation gen (set_policy). */
-static void sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
+static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
                                  uint64_t now)
 {
     struct sl_shm *m = l->shm;
@@ -518,12 +544,10 @@ static void sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struc
         struct sl_policy *from;
         if (e == NULL || e->polref == to->shm_ref || (from = sl_shm_policy(l, e->polref)) == NULL)
             continue;
-        if (sl_shm_swap(l, &a[i], e, from, to, true, now) == -ENOMEM) {
-            (void)sl_shm_advance(m);
-            (void)sl_shm_advance(m);
-            i--; /* the entry pool refills as grace periods end */
-        }
+        if (sl_shm_swap(l, &a[i], e, from, to, true, now) == -ENOMEM)
+            return false; /* no free entry now: unlock, wait, come back */
     }
+    return true;
 }
 
 static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
@@ -534,9 +558,18 @@ static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
     if (to == NULL)
         return;
     for (unsigned i = 0; i < l->nshards; i++) {
+        bool done;
         sl_shm_lock(m, &m->shards[i]);
-        sl_shm_migrate_shard(l, &m->shards[i], to, now);
+        done = sl_shm_migrate_shard(l, &m->shards[i], to, now);
         sl_unlock(l, &m->shards[i]);
+        if (!done) {
+            /* Wait for grace periods holding no shard lock (sections may be
+             * waiting for it) and in no section: pol_lock only, which no
+             * section ever waits for. */
+            if (!sl_shm_advance(m, true))
+                sched_yield();
+            i--;
+        }
     }
     sl_store_rel(&m->hdr->migrated, gen);
 }
