@@ -52,7 +52,7 @@ struct sl_shm_hdr {
     uint64_t create_pol[SL_SHM_POL_WORDS];
     uint64_t check;             /* FNV-1a of everything above */
 
-    pthread_mutex_t pol_lock SL_ALIGNED; /* set_policy; robust, process-shared */
+    sl_aword pol_lock SL_ALIGNED; /* set_policy (sl_shm_word_lock) */
     sl_aword pol_gen;           /* the current generation (>= 1) */
     sl_aword migrated;          /* every entry is on this generation */
     sl_aword incarnation;       /* counts process-record claims */
@@ -78,7 +78,7 @@ struct sl_shm_proc {
 } SL_ALIGNED;
 
 struct sl_shm_shard {
-    pthread_mutex_t lock;       /* writers; robust, process-shared */
+    sl_aword lock;              /* writers (sl_shm_word_lock) */
     sl_aword cur;               /* which of the two slot arrays readers use */
     sl_aword retired[2];        /* epoch each array stopped being current at;
                                    UINT64_MAX: not known (a writer died) */
@@ -145,9 +145,16 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start);
 uint64_t sl_shm_self_start(void);
 
 /* shm_table.c */
-void sl_shm_lock(struct sl_shm *m, struct sl_shm_shard *s);
-bool sl_shm_trylock(struct sl_shm *m, struct sl_shm_shard *s);
-void sl_shm_unlock(struct sl_shm *m, struct sl_shm_shard *s);
+/*
+ * The file's locks: a word holding its owner's token (sl_shm_pin_token), 0
+ * when free.  A waiter that finds the owner's process dead takes the lock
+ * over (returns 1: the section it interrupted may need repair).  Not
+ * pthread robust mutexes: their release rests on the dying process's
+ * robust list, which a SIGKILL at the wrong instant can leave unwalked.
+ * wait false: -1 if taken by a live process.
+ */
+int sl_shm_word_lock(struct sluice *l, sl_aword *w, bool wait);
+void sl_shm_word_unlock(sl_aword *w);
 
 static inline struct sl_entry *sl_shm_entry(const struct sl_shm *m, uint64_t idx)
 {

@@ -25,10 +25,12 @@
  * epoch with a seq_cst CAS, which a reusing writer reads before it writes
  * the entry: every reader's accesses happen before the reuse.
  */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -317,6 +319,40 @@ void sl_shm_retire(struct sl_shm *m, uint64_t idx)
     atomic_thread_fence(memory_order_seq_cst); /* the unpublishing store before the epoch read */
     e = atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst);
     sl_store_rel(&m->states[idx], (e << 2) | SL_ST_LIMBO);
+}
+
+int sl_shm_word_lock(struct sluice *l, sl_aword *w, bool wait)
+{
+    uint64_t tok = sl_shm_pin_token(l);
+
+    for (unsigned n = 0;; n++) {
+        uint64_t cur = sl_load_rlx(w);
+        /* acquire: the previous holder's section happens before ours */
+        if (cur == 0 && atomic_compare_exchange_weak_explicit(w, &cur, tok, memory_order_acquire,
+                                                              memory_order_relaxed))
+            return 0;
+        if (cur == 0)
+            continue;
+        if (!wait && n >= 64)
+            return -1;
+        if (n % 64 == 63 && !sl_shm_pin_live(l->shm, (uint32_t)cur) &&
+            atomic_compare_exchange_strong_explicit(w, &cur, tok, memory_order_acquire,
+                                                    memory_order_relaxed))
+            return 1; /* its owner died holding it */
+        if (n < 128) {
+            sl_cpu_relax();
+        } else if (n < 1024) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void sl_shm_word_unlock(sl_aword *w)
+{
+    sl_store_rel(w, 0);
 }
 
 uint32_t sl_shm_pin_token(struct sluice *l)

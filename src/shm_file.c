@@ -196,33 +196,14 @@ void sl_shm_refresh(struct sluice *l)
     pthread_mutex_unlock(&l->shm->mu);
 }
 
-static int sl_mutex_init_shared(pthread_mutex_t *mu)
-{
-    pthread_mutexattr_t a;
-    int rc;
-
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    rc = pthread_mutex_init(mu, &a);
-    pthread_mutexattr_destroy(&a);
-    return -rc;
-}
-
 /* Fill a new file (private until linked). */
 static int sl_shm_init(unsigned char *base, const struct sl_shm_hdr *proto,
                        const struct sl_shm_layout *lay, const struct sluice_policy *pol)
 {
     struct sl_shm_hdr *h = (struct sl_shm_hdr *)(void *)base;
-    struct sl_shm_shard *sh = (struct sl_shm_shard *)(void *)(base + lay->shards);
-    int rc;
 
+    (void)lay; /* ftruncate zeroed the rest: every lock free, every slot empty */
     memcpy(h, proto, offsetof(struct sl_shm_hdr, check));
-    if ((rc = sl_mutex_init_shared(&h->pol_lock)) < 0)
-        return rc;
-    for (uint64_t i = 0; i < h->nshards; i++)
-        if ((rc = sl_mutex_init_shared(&sh[i].lock)) < 0)
-            return rc;
     sl_polslot_write(h, 1, pol);
     sl_store_rlx(&h->pol_gen, 1);
     sl_store_rlx(&h->migrated, 1);

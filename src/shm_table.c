@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shm.h"
 
@@ -30,6 +31,15 @@
 #define SL_ROOM_REMOVE 16u
 
 static _Thread_local unsigned sl_shm_depth; /* shard locks this thread holds */
+
+/* Waiting for other processes' sections to end (never in one, never
+ * holding a shard lock): sleep rather than spin, they may need our CPU. */
+static void sl_shm_nap(long us)
+{
+    struct timespec ts = {0, us * 1000};
+
+    nanosleep(&ts, NULL);
+}
 
 static void sl_shm_reconcile(struct sluice *l);
 
@@ -56,35 +66,33 @@ static struct sl_entry *sl_slot_entry(struct sl_shm *m, uint64_t v)
     return v > SL_TOMB && (v & SL_IDX_MASK) >= 2 && idx < m->pool ? sl_shm_entry(m, idx) : NULL;
 }
 
-static void sl_shm_locked(struct sl_shm *m, struct sl_shm_shard *s, int rc)
+static void sl_shm_locked(struct sl_shm *m, int rc)
 {
-    if (rc == EOWNERDEAD) {
-        /* its holder died inside a writer section: usable at once, repaired
-         * as soon as this thread holds no shard (sl_shm_unlock) */
-        pthread_mutex_consistent(&s->lock);
+    /* rc 1: its holder died inside a writer section: usable at once,
+     * repaired as soon as this thread holds no shard (sl_unlock) */
+    if (rc == 1)
         sl_store_rel(&m->hdr->repair, 1);
-    }
     sl_shm_depth++;
 }
 
-void sl_shm_lock(struct sl_shm *m, struct sl_shm_shard *s)
+static void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s)
 {
-    sl_shm_locked(m, s, pthread_mutex_lock(&s->lock));
+    sl_shm_locked(l->shm, sl_shm_word_lock(l, &s->lock, true));
 }
 
-bool sl_shm_trylock(struct sl_shm *m, struct sl_shm_shard *s)
+static bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
 {
-    int rc = pthread_mutex_trylock(&s->lock);
+    int rc = sl_shm_word_lock(l, &s->lock, false);
 
-    if (rc != 0 && rc != EOWNERDEAD)
+    if (rc < 0)
         return false;
-    sl_shm_locked(m, s, rc);
+    sl_shm_locked(l->shm, rc);
     return true;
 }
 
 static void sl_shm_release(struct sl_shm_shard *s)
 {
-    pthread_mutex_unlock(&s->lock);
+    sl_shm_word_unlock(&s->lock);
     sl_shm_depth--;
 }
 
@@ -93,12 +101,6 @@ static void sl_unlock(struct sluice *l, struct sl_shm_shard *s)
     sl_shm_release(s);
     if (sl_shm_depth == 0 && sl_load_acq(&l->shm->hdr->repair) != 0)
         sl_shm_reconcile(l);
-}
-
-void sl_shm_unlock(struct sl_shm *m, struct sl_shm_shard *s)
-{
-    (void)m;
-    sl_shm_release(s);
 }
 
 static bool sl_key_is(struct sl_shm *m, struct sl_entry *e, const void *key, size_t len)
@@ -148,7 +150,7 @@ void sl_shm_wait(struct sl_target *g)
     struct sl_shm *m = g->l->shm;
     struct sl_shm_shard *s = sl_shm_shard(m, g->h);
 
-    sl_shm_lock(m, s);
+    sl_shm_lock(g->l, s);
     sl_unlock(g->l, s);
 }
 
@@ -301,7 +303,7 @@ static bool sl_shm_reserve(struct sluice *l, struct sl_shm_shard *s, uint64_t no
             unsigned next = atomic_fetch_add_explicit(&m->hdr->reap_next, 1, memory_order_relaxed);
             struct sl_shm_shard *o = &m->shards[next & (l->nshards - 1)];
             size_t freed;
-            if (o == s || !sl_shm_trylock(m, o))
+            if (o == s || !sl_shm_trylock(l, o))
                 continue;
             freed = sl_shm_reap_some(l, o, now, &budget, SL_ROOM_REMOVE);
             sl_shm_release(o);
@@ -330,7 +332,7 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
     uint64_t idx = UINT64_MAX;
     int rc = 0;
 
-    sl_shm_lock(m, s);
+    sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, NULL) != NULL || sl_policy_stale(l, pol)) {
         rc = -EAGAIN;
     } else if (!sl_shm_reserve(l, s, now)) {
@@ -393,7 +395,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
     sl_aword *slot;
     int rc = -EAGAIN;
 
-    sl_shm_lock(m, s);
+    sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to))
         rc = sl_shm_swap(l, slot, e, from, to, carry, now);
     sl_unlock(l, s);
@@ -404,7 +406,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
  * the policy change; only a corrupt file keeps that up. */
 #define SL_RESOLVE_ROUNDS 10000
 #define SL_STARVED_ROUNDS 16
-#define SL_STARVED_WAITS 10000
+#define SL_STARVED_WAITS 2000 /* about 2 s of naps at most */
 
 int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                    bool create)
@@ -416,9 +418,16 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
 
     (void)t;
     for (unsigned round = 0; round < SL_RESOLVE_ROUNDS; round++) {
-        struct sl_entry *e = sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
-        struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-        struct sl_policy *pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
+        struct sl_entry *e;
+        struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire), *pol;
+        /* a charge under a replaced generation is taken back (stale) and
+         * decided again: it must find the new one */
+        if (cur->shm_ref != sl_load_acq(l->shm_gen)) {
+            sl_shm_refresh(l);
+            cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+        }
+        e = sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
+        pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
         int rc;
 
         if (cost > cur->min_cap)
@@ -449,8 +458,6 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
         }
         if (rc != -EAGAIN && rc != 0)
             return rc;
-        if (cur->shm_ref != sl_load_acq(l->shm_gen))
-            sl_shm_refresh(l);
     }
     return -EPROTO;
 }
@@ -462,7 +469,10 @@ bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round)
     for (size_t i = 0; i < n; i++)
         if (g[i].l->shm != NULL && sl_shm_advance(g[i].l->shm, true))
             return true;
-    sched_yield();
+    if (round < 16)
+        sched_yield();
+    else
+        sl_shm_nap(1000);
     return true;
 }
 
@@ -475,7 +485,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
     struct sl_policy *pol = sl_shm_policy(l, e->polref);
     sl_aword *slot;
 
-    sl_shm_lock(m, s);
+    sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
         sl_entry_freeze_fresh_pol(e, pol, now)) {
         sl_shm_remove(m, s, slot);
@@ -521,7 +531,7 @@ size_t sl_shm_reap(struct sluice *l, uint64_t now)
     for (unsigned i = 0; i < l->nshards; i++) {
         uint64_t all = UINT64_MAX;
         sl_epoch_begin(t);
-        sl_shm_lock(m, &m->shards[i]);
+        sl_shm_lock(l, &m->shards[i]);
         sl_store_rlx(&m->shards[i].reap_cursor, 0);
         removed += sl_shm_reap_some(l, &m->shards[i], now, &all, SIZE_MAX);
         sl_unlock(l, &m->shards[i]);
@@ -544,8 +554,11 @@ static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struc
         struct sl_policy *from;
         if (e == NULL || e->polref == to->shm_ref || (from = sl_shm_policy(l, e->polref)) == NULL)
             continue;
-        if (sl_shm_swap(l, &a[i], e, from, to, true, now) == -ENOMEM)
-            return false; /* no free entry now: unlock, wait, come back */
+        /* -ENOMEM: no free entry now; -EAGAIN: frozen by a writer that
+         * died (thawed once we unlock): both, unlock and come back, never
+         * leaving an entry behind (the next change overwrites its policy) */
+        if (sl_shm_swap(l, &a[i], e, from, to, true, now) != 0)
+            return false;
     }
     return true;
 }
@@ -559,7 +572,7 @@ static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
         return;
     for (unsigned i = 0; i < l->nshards; i++) {
         bool done;
-        sl_shm_lock(m, &m->shards[i]);
+        sl_shm_lock(l, &m->shards[i]);
         done = sl_shm_migrate_shard(l, &m->shards[i], to, now);
         sl_unlock(l, &m->shards[i]);
         if (!done) {
@@ -567,7 +580,7 @@ static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
              * waiting for it) and in no section: pol_lock only, which no
              * section ever waits for. */
             if (!sl_shm_advance(m, true))
-                sched_yield();
+                sl_shm_nap(100);
             i--;
         }
     }
@@ -589,9 +602,7 @@ int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
 
     if (t == NULL)
         return -ENOMEM;
-    rc = pthread_mutex_lock(&m->hdr->pol_lock);
-    if (rc == EOWNERDEAD)
-        pthread_mutex_consistent(&m->hdr->pol_lock); /* its work is redone below */
+    (void)sl_shm_word_lock(l, &m->hdr->pol_lock, true); /* a dead holder's work is redone below */
     sl_epoch_begin(t);
     gen = sl_load_acq(&m->hdr->pol_gen);
     if (sl_load_acq(&m->hdr->migrated) != gen)
@@ -603,7 +614,7 @@ int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
         sl_shm_migrate_all(l, gen + 1, now);
     }
     sl_epoch_end(t);
-    pthread_mutex_unlock(&m->hdr->pol_lock);
+    sl_shm_word_unlock(&m->hdr->pol_lock);
     return rc;
 }
 
@@ -623,7 +634,7 @@ int sl_shm_reset(struct sluice *l, const void *key, size_t len)
         sl_aword *slot;
         struct sl_entry *e;
         struct sl_policy *from, *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-        sl_shm_lock(m, s);
+        sl_shm_lock(l, s);
         e = sl_shm_lookup(m, s, h, key, len, &slot);
         from = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
         rc = e == NULL ? -ENOENT : from == NULL ? -EPROTO
@@ -657,7 +668,7 @@ static void sl_shm_reconcile(struct sluice *l)
     if (t != NULL)
         sl_epoch_begin(t);
     for (unsigned i = 0; i < l->nshards; i++)
-        sl_shm_lock(m, &m->shards[i]);
+        sl_shm_lock(l, &m->shards[i]);
     sl_store_rlx(&m->hdr->repair, 0);
     ep = atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst);
     for (unsigned i = 0; i < l->nshards; i++) {

@@ -99,11 +99,11 @@ static void worker(const char *path, sluice_t *inherited, int id, struct page *p
             break;
         }
         case 15:
-            if ((r >> 24) % 64 == 0) {
+            if ((r >> 24) % 4096 == 0) {
                 struct sluice_policy p = policy((r >> 32) & 1);
                 if (sluice_set_policy(l, &p) == 0)
                     atomic_fetch_add(&pg->policy_changes, 1);
-            } else if ((r >> 24) % 64 == 1) {
+            } else if ((r >> 24) % 4096 < 4) {
                 (void)sluice_reap(l, sluice_now(l));
             }
             cost = 0;
@@ -186,12 +186,25 @@ int main(int argc, char **argv)
         sluice_stats(l, &st);
         max_live = st.keys > max_live ? st.keys : max_live;
         CHECK(st.keys <= MAX_KEYS);
-        for (int i = 0; i < WORKERS; i++)
-            if (mono() - atomic_load(&pg->w[i].beat) > deadline) {
+        for (int i = 0; i < WORKERS; i++) {
+            /* a worker that died on its own (a crash) is a failure */
+            pid_t wp = atomic_load(&pg->w[i].pid);
+            if (waitpid(wp, &status, WNOHANG) == wp) {
+                fprintf(stderr, "worker %d (pid %d) died by itself: %s %d\n", i, wp,
+                        WIFSIGNALED(status) ? "signal" : "exit",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                t_failures++;
+                spawn(path, l, i, pg);
+            }
+        }
+        for (int i = 0; i < WORKERS; i++) {
+            uint64_t beat = atomic_load(&pg->w[i].beat); /* before the clock: never ahead of it */
+            if (mono() - beat > deadline) {
                 fprintf(stderr, "worker %d (pid %d) made no progress for %d s\n", i,
                         atomic_load(&pg->w[i].pid), DEADLINE_S);
                 hung = true;
             }
+        }
     }
     atomic_store(&pg->stop, 1);
     for (int i = 0; i < WORKERS; i++) {
@@ -201,11 +214,6 @@ int main(int argc, char **argv)
         while (waitpid(pid, &status, WNOHANG) == 0) {
             if (mono() > until) {
                 fprintf(stderr, "worker %d (pid %d) did not finish\n", i, pid);
-                if (getenv("CHAOS_GDB") != NULL) {
-                    char cmd[128];
-                    snprintf(cmd, sizeof(cmd), "gdb -q -p %d -batch -ex bt 2>&1 | tail -25", pid);
-                    (void)system(cmd);
-                }
                 hung = true;
                 kill(pid, SIGKILL);
                 waitpid(pid, &status, 0);
