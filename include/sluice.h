@@ -225,10 +225,10 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * each process keeps its own clock_fn/clock_ctx (needed when the file's
  * clock is SLUICE_CLOCK_CUSTOM: that clock is per process, the others are
  * host-wide) and reap_interval_ns (a reaper thread in this process).
- * Memory is fixed at creation from max_keys and max_key_len: about
- * 1.5 * max_keys * (64 + 8 * words + max_key_len) bytes, rounded to 64 per
- * entry, words = the policy's state words, at least 8 (pages are only
- * used as keys arrive).
+ * Memory is fixed at creation from max_keys and max_key_len: room for
+ * 2 * max_keys + 64 entries of 64 + 8 * words + max_key_len bytes (rounded
+ * up to 64; words = the policy's state words, at least 8), plus the
+ * tables; pages are only used as keys arrive.
  * Shared limiters refuse SLUICE_SLIDING_LOG (its per-key lock could be held
  * forever by a killed process), policies needing more state words per key
  * than the creation policy (or 8), names of 64 bytes or more, and
@@ -365,7 +365,10 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * its spent capacity, even above a lowered count, so lowering a limit and
  * raising it again admits nothing extra.  Keys migrate lazily on their next request.  Requests
  * costing more than the new policy admits get -E2BIG from then on.
- * Returns 0, -EINVAL (bad policy), -ENOMEM.
+ * On a shared limiter (sluice_open_shared) the change reaches every
+ * process, and every key has moved to it when the call returns.
+ * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
+ * -ENOMEM.
  */
 SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
 
