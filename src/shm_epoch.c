@@ -17,10 +17,11 @@
  *
  * Memory orders.  Begin: the counter's add and the confirming load of the
  * epoch are seq_cst, and so are the lookups' slot loads; a writer stores
- * the unpublishing slot value, issues a seq_cst fence, then reads the
- * epoch it retires the entry at.  If a reader's slot load missed that
- * store, the reader's confirmed epoch precedes the writer's fence in the
- * single order S, so it is at most the retirement epoch.  End: a release
+ * the unpublishing slot value (seq_cst), then reads the epoch it retires
+ * the entry at by a seq_cst read-modify-write.  If a reader's slot load
+ * missed that store, it precedes the store in the single order S, so the
+ * reader's confirmed epoch (before its slot load) precedes the writer's
+ * read of the epoch: it is at most the retirement epoch.  End: a release
  * subtraction; the advance reads counters seq_cst (acquire) and moves the
  * epoch with a seq_cst CAS, which a reusing writer reads before it writes
  * the entry: every reader's accesses happen before the reuse.
@@ -314,10 +315,10 @@ void sl_shm_free_unseen(struct sl_shm *m, uint64_t idx)
 
 void sl_shm_retire(struct sl_shm *m, uint64_t idx)
 {
-    uint64_t e;
+    /* a seq_cst read-modify-write, after the seq_cst unpublishing store
+     * (see the comment at the top; TSan has no fences) */
+    uint64_t e = atomic_fetch_add_explicit(&m->hdr->epoch, 0, memory_order_seq_cst);
 
-    atomic_thread_fence(memory_order_seq_cst); /* the unpublishing store before the epoch read */
-    e = atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst);
     sl_store_rel(&m->states[idx], (e << 2) | SL_ST_LIMBO);
 }
 

@@ -108,9 +108,9 @@ static bool sl_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_po
 
     if (gen == 0 || sl_load_acq(&s->gen) != gen)
         return false;
+    /* acquire: each word before the second look (no fences: TSan) */
     for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        w[i] = sl_load_rlx(&s->words[i]);
-    atomic_thread_fence(memory_order_acquire); /* the words before the second look */
+        w[i] = sl_load_acq(&s->words[i]);
     if (sl_load_rlx(&s->gen) != gen)
         return false;
     memcpy(out, w, sizeof(*out));
@@ -125,9 +125,9 @@ static void sl_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sl
 
     sl_policy_words(p, w);
     sl_store_rlx(&s->gen, 0);
-    atomic_thread_fence(memory_order_release); /* readers see 0 before any new word */
+    /* release: a reader that sees any new word sees the 0 before it */
     for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        sl_store_rlx(&s->words[i], w[i]);
+        sl_store_rel(&s->words[i], w[i]);
     sl_store_rel(&s->gen, gen);
 }
 

@@ -199,8 +199,8 @@ static bool sl_shm_rehash(struct sluice *l, struct sl_shm_shard *s)
     }
     sl_store_rlx(&s->retired[old], UINT64_MAX); /* until known below (repair if we die) */
     atomic_store_explicit(&s->cur, spare, memory_order_seq_cst); /* publishes b's slots */
-    atomic_thread_fence(memory_order_seq_cst);
-    sl_store_rlx(&s->retired[old], atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst));
+    sl_store_rlx(&s->retired[old],
+                 atomic_fetch_add_explicit(&m->hdr->epoch, 0, memory_order_seq_cst));
     sl_store_rlx(&s->live, live);
     sl_store_rlx(&s->used, live);
     sl_store_rlx(&s->reap_cursor, 0);
@@ -233,7 +233,7 @@ static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *sl
 {
     uint64_t idx = (sl_load_rlx(slot) & SL_IDX_MASK) - 2;
 
-    sl_store_rel(slot, SL_TOMB);
+    atomic_store_explicit(slot, SL_TOMB, memory_order_seq_cst); /* see sl_shm_retire */
     sl_shm_retire(m, idx);
     sl_store_rlx(&s->live, sl_load_rlx(&s->live) - 1);
 }
@@ -381,7 +381,8 @@ static int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     if (carry)
         sl_policy_carry(from, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
     sl_store_rlx(&ne->last_ns, sl_load_rlx(&e->last_ns));
-    sl_store_rel(slot, (v & ~SL_IDX_MASK) | (idx + 2)); /* publishes ne */
+    /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
+    atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
 }
