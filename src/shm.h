@@ -32,6 +32,11 @@
 #define SL_ST_USED 1u
 #define SL_ST_LIMBO 2u
 
+/* Slot values: 0 empty, SL_TOMB a tombstone, else (hash bits above 32) |
+ * (entry index + 2). */
+#define SL_TOMB 1u
+#define SL_IDX_MASK UINT64_C(0xffffffff)
+
 /* One generation of the default policy, read by a seqlock: gen is 0 while
  * its words are written (by the holder of pol_lock). */
 struct sl_shm_polslot {
@@ -149,8 +154,9 @@ uint64_t sl_shm_self_start(void);
  * The file's locks: a word holding its owner's token (sl_shm_pin_token), 0
  * when free.  A waiter that finds the owner's process dead takes the lock
  * over (returns 1: the section it interrupted may need repair).  Not
- * pthread robust mutexes: their release rests on the dying process's
- * robust list, which a SIGKILL at the wrong instant can leave unwalked.
+ * pthread robust mutexes: a token is judged by the same liveness test as
+ * the epoch's records, needs nothing from the kernel's robust lists or
+ * libc, and leaves nothing in the file that only libc can read.
  * wait false: -1 if taken by a live process.
  */
 int sl_shm_word_lock(struct sluice *l, sl_aword *w, bool wait);
@@ -170,5 +176,44 @@ static inline unsigned char *sl_shm_key(const struct sl_shm *m, struct sl_entry 
 {
     return (unsigned char *)&e->w[m->words];
 }
+
+static inline struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
+{
+    return &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
+}
+
+static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
+{
+    return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
+}
+
+/* The entry a slot value names; NULL for empty, tombstone or out of range
+ * (whatever the file holds). */
+static inline struct sl_entry *sl_slot_entry(struct sl_shm *m, uint64_t v)
+{
+    uint64_t idx = (v & SL_IDX_MASK) - 2;
+
+    return v > SL_TOMB && (v & SL_IDX_MASK) >= 2 && idx < m->pool ? sl_shm_entry(m, idx) : NULL;
+}
+
+/* shm_table.c, for shm_admin.c */
+void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s);
+bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s);
+/* Release without the repair check (another shard lock is still held). */
+void sl_shm_release(struct sl_shm_shard *s);
+/* Release, then repair the file if a dead holder was found (sl_shm_reconcile)
+ * once this thread holds no shard lock. */
+void sl_shm_unlock(struct sluice *l, struct sl_shm_shard *s);
+void sl_shm_reconcile(struct sluice *l);
+/* Sleep us microseconds: waits for other processes, in no section and
+ * holding no shard lock. */
+void sl_shm_nap(long us);
+struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
+                               const void *key, size_t len, sl_aword **slot);
+size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
+                        uint64_t *budget, size_t max_remove);
+int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
+                const struct sl_policy *from, const struct sl_policy *to, bool carry,
+                uint64_t now);
 
 #endif

@@ -2,17 +2,18 @@
  * Shared limiters: the key table in the file, and every writer.
  *
  * As in-process: per shard an open-addressing array of slots probed
- * lock-free, writers under the shard's mutex.  Here the mutex is robust
- * and process-shared, a slot holds an entry's index (hash bits above it),
- * and the arrays cannot grow: each shard has two of fixed size, and a
- * rebuild (dropping tombstones) fills the one readers do not use, once its
- * grace period is over, and switches.
+ * lock-free, writers under the shard's lock.  Here the lock is a word
+ * holding its owner's token (sl_shm_word_lock), a slot holds an entry's
+ * index (hash bits above it), and the arrays cannot grow: each shard has
+ * two of fixed size, and a rebuild (dropping tombstones) fills the one
+ * readers do not use, once its grace period is over, and switches.
  *
  * A process killed inside a writer section leaves at worst: a counter off,
  * an allocated entry never published, a published entry frozen, an array's
- * retirement epoch unknown.  The next locker gets EOWNERDEAD, marks the
- * file for repair, and once it holds no shard lock, repairs it
- * (sl_shm_reconcile): with every shard lock held no writer is half way,
+ * retirement epoch unknown.  The next locker finds the owner dead, takes
+ * the lock over and marks the file for repair; once it holds no shard
+ * lock it repairs it (sl_shm_reconcile): with every shard lock held no
+ * writer is half way,
  * so the counters are recounted from the slots, frozen published entries
  * are thawed (a live writer never leaves one), and allocated entries no
  * slot refers to are retired.  Deciders never take a lock except to wait
@@ -25,8 +26,6 @@
 
 #include "shm.h"
 
-#define SL_TOMB 1u
-#define SL_IDX_MASK UINT64_C(0xffffffff)
 #define SL_ROOM_SCAN 1024u
 #define SL_ROOM_REMOVE 16u
 
@@ -34,24 +33,15 @@ static _Thread_local unsigned sl_shm_depth; /* shard locks this thread holds */
 
 /* Waiting for other processes' sections to end (never in one, never
  * holding a shard lock): sleep rather than spin, they may need our CPU. */
-static void sl_shm_nap(long us)
+void sl_shm_nap(long us)
 {
     struct timespec ts = {0, us * 1000};
 
     nanosleep(&ts, NULL);
 }
 
-static void sl_shm_reconcile(struct sluice *l);
 
-static struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
-{
-    return &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
-}
 
-static sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
-{
-    return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
-}
 
 static uint64_t sl_slot_val(uint64_t h, uint64_t idx)
 {
@@ -59,12 +49,6 @@ static uint64_t sl_slot_val(uint64_t h, uint64_t idx)
 }
 
 /* The entry a slot value names, NULL for empty, tombstone or out of range. */
-static struct sl_entry *sl_slot_entry(struct sl_shm *m, uint64_t v)
-{
-    uint64_t idx = (v & SL_IDX_MASK) - 2;
-
-    return v > SL_TOMB && (v & SL_IDX_MASK) >= 2 && idx < m->pool ? sl_shm_entry(m, idx) : NULL;
-}
 
 static void sl_shm_locked(struct sl_shm *m, int rc)
 {
@@ -75,12 +59,12 @@ static void sl_shm_locked(struct sl_shm *m, int rc)
     sl_shm_depth++;
 }
 
-static void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s)
+void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s)
 {
     sl_shm_locked(l->shm, sl_shm_word_lock(l, &s->lock, true));
 }
 
-static bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
+bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
 {
     int rc = sl_shm_word_lock(l, &s->lock, false);
 
@@ -90,13 +74,13 @@ static bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
     return true;
 }
 
-static void sl_shm_release(struct sl_shm_shard *s)
+void sl_shm_release(struct sl_shm_shard *s)
 {
     sl_shm_word_unlock(&s->lock);
     sl_shm_depth--;
 }
 
-static void sl_unlock(struct sluice *l, struct sl_shm_shard *s)
+void sl_shm_unlock(struct sluice *l, struct sl_shm_shard *s)
 {
     sl_shm_release(s);
     if (sl_shm_depth == 0 && sl_load_acq(&l->shm->hdr->repair) != 0)
@@ -113,7 +97,7 @@ static bool sl_key_is(struct sl_shm *m, struct sl_entry *e, const void *key, siz
  * shard lock).  seq_cst loads: see shm_epoch.c (plain loads on x86).
  * Bounded by the array's size whatever the file holds.
  */
-static struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
+struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
                                       const void *key, size_t len, sl_aword **slot)
 {
     sl_aword *a = sl_shm_array(m, s, atomic_load_explicit(&s->cur, memory_order_seq_cst));
@@ -151,7 +135,7 @@ void sl_shm_wait(struct sl_target *g)
     struct sl_shm_shard *s = sl_shm_shard(m, g->h);
 
     sl_shm_lock(g->l, s);
-    sl_unlock(g->l, s);
+    sl_shm_unlock(g->l, s);
 }
 
 /* A new entry's words and key (the entry is ours: allocated, unpublished). */
@@ -258,7 +242,7 @@ static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_po
 }
 
 /* Reap idle keys of a locked shard (inside a ck section: policies). */
-static size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
+size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
                                uint64_t *budget, size_t max_remove)
 {
     struct sl_shm *m = l->shm;
@@ -356,14 +340,14 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
             sl_target_use(g, e, pol, now);
         }
     }
-    sl_unlock(l, s);
+    sl_shm_unlock(l, s);
     return rc;
 }
 
 /* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
  * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free. */
-static int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
+int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                        const struct sl_policy *from, const struct sl_policy *to, bool carry,
                        uint64_t now)
 {
@@ -399,7 +383,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
     sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to))
         rc = sl_shm_swap(l, slot, e, from, to, carry, now);
-    sl_unlock(l, s);
+    sl_shm_unlock(l, s);
     return rc;
 }
 
@@ -493,157 +477,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
     }
-    sl_unlock(l, s);
-}
-
-void sl_shm_stat(struct sluice *l, bool allowed)
-{
-    struct sl_shm_hdr *h = l->shm->hdr;
-    uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
-
-    sl_count(allowed ? &h->stat[me % SL_SHM_STATS].allowed : &h->stat[me % SL_SHM_STATS].denied,
-             1);
-}
-
-void sl_shm_stats(struct sluice *l, struct sluice_stats *out)
-{
-    struct sl_shm_hdr *h = l->shm->hdr;
-
-    for (unsigned i = 0; i < SL_SHM_STATS; i++) {
-        out->allowed += sl_load_rlx(&h->stat[i].allowed);
-        out->denied += sl_load_rlx(&h->stat[i].denied);
-    }
-    out->keys = sl_load_rlx(&h->nkeys);
-    out->inserted = sl_load_rlx(&h->inserted);
-    out->reaped = sl_load_rlx(&h->reaped);
-    out->full = sl_load_rlx(&h->full);
-    out->memory_bytes = l->shm->size;
-    out->clock = (uint64_t)l->clock;
-}
-
-size_t sl_shm_reap(struct sluice *l, uint64_t now)
-{
-    struct sl_shm *m = l->shm;
-    struct sl_thread *t = sl_thread_get();
-    size_t removed = 0;
-
-    if (t == NULL)
-        return 0;
-    for (unsigned i = 0; i < l->nshards; i++) {
-        uint64_t all = UINT64_MAX;
-        sl_epoch_begin(t);
-        sl_shm_lock(l, &m->shards[i]);
-        sl_store_rlx(&m->shards[i].reap_cursor, 0);
-        removed += sl_shm_reap_some(l, &m->shards[i], now, &all, SIZE_MAX);
-        sl_unlock(l, &m->shards[i]);
-        sl_epoch_end(t);
-    }
-    (void)sl_shm_advance(m, true); /* reaped entries become reusable sooner */
-    (void)sl_shm_advance(m, true);
-    return removed;
-}
-
-/* Move every entry of a locked shard to generation gen (set_policy). */
-static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
-                                 uint64_t now)
-{
-    struct sl_shm *m = l->shm;
-    sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
-
-    for (uint64_t i = 0; i < m->nslots; i++) {
-        struct sl_entry *e = sl_slot_entry(m, sl_load_rlx(&a[i]));
-        struct sl_policy *from;
-        if (e == NULL || e->polref == to->shm_ref || (from = sl_shm_policy(l, e->polref)) == NULL)
-            continue;
-        /* -ENOMEM: no free entry now; -EAGAIN: frozen by a writer that
-         * died (thawed once we unlock): both, unlock and come back, never
-         * leaving an entry behind (the next change overwrites its policy) */
-        if (sl_shm_swap(l, &a[i], e, from, to, true, now) != 0)
-            return false;
-    }
-    return true;
-}
-
-static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
-{
-    struct sl_shm *m = l->shm;
-    struct sl_policy *to = sl_shm_policy(l, gen);
-
-    if (to == NULL)
-        return;
-    for (unsigned i = 0; i < l->nshards; i++) {
-        bool done;
-        sl_shm_lock(l, &m->shards[i]);
-        done = sl_shm_migrate_shard(l, &m->shards[i], to, now);
-        sl_unlock(l, &m->shards[i]);
-        if (!done) {
-            /* Wait for grace periods holding no shard lock (sections may be
-             * waiting for it) and in no section: pol_lock only, which no
-             * section ever waits for. */
-            if (!sl_shm_advance(m, true))
-                sl_shm_nap(100);
-            i--;
-        }
-    }
-    sl_store_rel(&m->hdr->migrated, gen);
-}
-
-/*
- * The file keeps two generations of the default policy.  Every entry is
- * moved to the new one before set_policy returns, so an entry is never
- * more than one generation behind; a set_policy that finds the previous
- * one's move unfinished (its caller died) finishes it first.
- */
-int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
-{
-    struct sl_shm *m = l->shm;
-    struct sl_thread *t = sl_thread_get();
-    uint64_t gen, now = sluice_now(l);
-    int rc;
-
-    if (t == NULL)
-        return -ENOMEM;
-    (void)sl_shm_word_lock(l, &m->hdr->pol_lock, true); /* a dead holder's work is redone below */
-    sl_epoch_begin(t);
-    gen = sl_load_acq(&m->hdr->pol_gen);
-    if (sl_load_acq(&m->hdr->migrated) != gen)
-        sl_shm_migrate_all(l, gen, now);
-    rc = sl_shm_write_policy(l, gen + 1, p);
-    if (rc == 0) {
-        sl_store_rel(&m->hdr->pol_gen, gen + 1);
-        sl_shm_refresh(l);
-        sl_shm_migrate_all(l, gen + 1, now);
-    }
-    sl_epoch_end(t);
-    sl_shm_word_unlock(&m->hdr->pol_lock);
-    return rc;
-}
-
-int sl_shm_reset(struct sluice *l, const void *key, size_t len)
-{
-    struct sl_shm *m = l->shm;
-    struct sl_thread *t = sl_thread_get();
-    uint64_t h = sl_hash(&l->hkey, key, len), now = sluice_now(l);
-    struct sl_shm_shard *s = sl_shm_shard(m, h);
-    int rc = -EAGAIN;
-
-    if (t == NULL)
-        return -ENOMEM;
-    sl_epoch_begin(t);
-    sl_shm_refresh(l);
-    while (rc == -EAGAIN) {
-        sl_aword *slot;
-        struct sl_entry *e;
-        struct sl_policy *from, *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-        sl_shm_lock(l, s);
-        e = sl_shm_lookup(m, s, h, key, len, &slot);
-        from = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
-        rc = e == NULL ? -ENOENT : from == NULL ? -EPROTO
-                                                : sl_shm_swap(l, slot, e, from, cur, false, now);
-        sl_unlock(l, s);
-    }
-    sl_epoch_end(t);
-    return rc;
+    sl_shm_unlock(l, s);
 }
 
 /* Thaw a published entry a dead writer froze (every shard locked). */
@@ -659,7 +493,7 @@ static void sl_shm_thaw(struct sluice *l, struct sl_entry *e)
     }
 }
 
-static void sl_shm_reconcile(struct sluice *l)
+void sl_shm_reconcile(struct sluice *l)
 {
     struct sl_shm *m = l->shm;
     struct sl_thread *t = sl_thread_get();
