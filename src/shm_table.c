@@ -129,12 +129,28 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g)
     return e;
 }
 
+/* Whether a published entry is frozen, seen under its shard's lock: no
+ * live writer leaves one so, only a dead one (or a corrupt file). */
+static bool sl_shm_frozen(struct sluice *l, struct sl_entry *e)
+{
+    const struct sl_policy *pol = sl_shm_policy(l, e->polref);
+
+    for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++)
+        if (sl_load_acq(&e->w[pol->lim[i].off]) & SL_DEAD)
+            return true;
+    return false;
+}
+
 void sl_shm_wait(struct sl_target *g)
 {
     struct sl_shm *m = g->l->shm;
     struct sl_shm_shard *s = sl_shm_shard(m, g->h);
+    struct sl_entry *e;
 
     sl_shm_lock(g->l, s);
+    /* still frozen with the lock ours: have it thawed (sl_shm_unlock) */
+    if ((e = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL)) != NULL && sl_shm_frozen(g->l, e))
+        sl_store_rel(&m->hdr->repair, 1);
     sl_shm_unlock(g->l, s);
 }
 
@@ -389,7 +405,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
 
 /* Bound on resolve rounds: each one that does not return saw the entry or
  * the policy change; only a corrupt file keeps that up. */
-#define SL_RESOLVE_ROUNDS 10000
+#define SL_RESOLVE_ROUNDS 1000
 #define SL_STARVED_ROUNDS 16
 #define SL_STARVED_WAITS 2000 /* about 2 s of naps at most */
 
