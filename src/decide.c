@@ -472,7 +472,7 @@ static void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowe
     sl_aword *c = allowed ? &slot->allowed : &slot->denied;
 
     if (l->shm != NULL) {
-        sl_shm_stat(l, allowed); /* host-wide counters, in the file */
+        sl_shm_stat(l, t, allowed); /* host-wide counters, in the file */
         return;
     }
     if (t->id < SL_STAT_SLOTS)

@@ -487,7 +487,7 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
 struct sl_entry *sl_shm_get_current(struct sl_target *g);
 void sl_shm_wait(struct sl_target *g);
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
-void sl_shm_stat(struct sluice *l, bool allowed);
+void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
 size_t sl_shm_reap(struct sluice *l, uint64_t now);
 int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p);

@@ -21,7 +21,7 @@
 #define SL_SHM_MAGIC UINT64_C(0x31484d5345434c53) /* "SLCESMH1" */
 #define SL_SHM_LAYOUT 1u
 #define SL_SHM_PROCS 1024u      /* processes attached at once, at most */
-#define SL_SHM_STATS 64u        /* stripes of the allowed/denied counters */
+#define SL_SHM_TSLOTS 7u        /* counter slots owned by thread ids 0..6; one more shared */
 #define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */
 #define SL_SHM_POL_WORDS ((sizeof(struct sluice_policy) + 7) / 8)
 #define SL_SHM_NAME 64u
@@ -69,17 +69,18 @@ struct sl_shm_hdr {
     sl_aword inserted, reaped, full, reap_floor, alloc_cursor;
     sl_aword room_fruitless, room_quiet_until, reap_next;
     sl_aword repair;            /* a writer died holding a shard: reconcile */
-    struct {
-        sl_aword allowed, denied;
-    } SL_ALIGNED stat[SL_SHM_STATS];
 };
 
 /* A process attached to the file.  owner: pid | incarnation << 32, 0 free.
- * cnt[p]: this process's sections begun at an epoch of parity p. */
+ * cnt[p]: this process's sections begun at an epoch of parity p.  stat:
+ * its decisions, counted as in-process (each of the first SL_SHM_TSLOTS
+ * threads owns a slot: a plain load and store), never cleared: a record's
+ * next owner adds to what its dead owner counted. */
 struct sl_shm_proc {
     sl_aword owner;
     sl_aword start;             /* its start time (/proc/PID/stat), against pid reuse */
     sl_aword cnt[2];
+    struct sl_stat_slot stat[SL_SHM_TSLOTS + 1];
 } SL_ALIGNED;
 
 struct sl_shm_shard {

@@ -6,23 +6,30 @@
 
 #include "shm.h"
 
-void sl_shm_stat(struct sluice *l, bool allowed)
+void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed)
 {
-    struct sl_shm_hdr *h = l->shm->hdr;
+    /* relaxed: inside a section, which registered this process */
     uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
+    struct sl_shm_proc *p = &l->shm->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS];
+    struct sl_stat_slot *slot = &p->stat[sl_min64(t->id, SL_SHM_TSLOTS)];
+    sl_aword *c = allowed ? &slot->allowed : &slot->denied;
 
-    sl_count(allowed ? &h->stat[me % SL_SHM_STATS].allowed : &h->stat[me % SL_SHM_STATS].denied,
-             1);
+    if (t->id < SL_SHM_TSLOTS)
+        sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
+    else
+        sl_count(c, 1);
 }
 
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out)
 {
     struct sl_shm_hdr *h = l->shm->hdr;
+    uint64_t hi = sl_min64(sl_load_acq(&h->procs_hi), SL_SHM_PROCS);
 
-    for (unsigned i = 0; i < SL_SHM_STATS; i++) {
-        out->allowed += sl_load_rlx(&h->stat[i].allowed);
-        out->denied += sl_load_rlx(&h->stat[i].denied);
-    }
+    for (uint64_t i = 0; i < hi; i++)
+        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++) {
+            out->allowed += sl_load_rlx(&l->shm->procs[i].stat[k].allowed);
+            out->denied += sl_load_rlx(&l->shm->procs[i].stat[k].denied);
+        }
     out->keys = sl_load_rlx(&h->nkeys);
     out->inserted = sl_load_rlx(&h->inserted);
     out->reaped = sl_load_rlx(&h->reaped);
