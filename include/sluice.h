@@ -228,7 +228,8 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * Memory is fixed at creation from max_keys and max_key_len: room for
  * 2 * max_keys + 64 entries of 64 + 8 * words + max_key_len bytes (rounded
  * up to 64; words = the policy's state words, at least 8), plus the
- * tables; pages are only used as keys arrive.
+ * tables and about 600 KiB of process records; pages are only used as
+ * keys arrive.
  * Shared limiters refuse SLUICE_SLIDING_LOG (its per-key lock could be held
  * forever by a killed process), policies needing more state words per key
  * than the creation policy (or 8), names of 64 bytes or more, and
