@@ -235,7 +235,8 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * than the creation policy (or 8), names of 64 bytes or more, and
  * max_keys above 2^31 (-EINVAL); they have no per-key overrides
  * (sluice_override_set/clear return -EOPNOTSUPP).  At most 1024 processes
- * attach at once (a dead process's place is taken back).  All processes
+ * attach at once (a dead process's place is taken back; a forked child,
+ * which takes its own place on its first call, waits for one).  All processes
  * must share a pid namespace (dead ones are found by pid), and a stopped
  * (not dead) process inside a call delays the reuse of removed keys' memory.
  * Returns 0 and sets *out, or:

@@ -164,10 +164,12 @@ static int sl_shm_me(struct sluice *l)
 
     if ((me >> 32) == fg && (me & UINT32_MAX) != 0)
         return (int)(me & UINT32_MAX) - 1;
-    /* A child after fork (or a handle whose claim failed): claim one now.
-     * Spin while every record is taken by live processes; documented. */
-    while ((pi = sl_proc_claim(m, &owner)) < 0)
-        sl_cpu_relax();
+    /* A child after fork: claim one now, waiting while every record is
+     * taken by live processes (sluice.h: 1024 processes at once). */
+    while ((pi = sl_proc_claim(m, &owner)) < 0) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     if (!atomic_compare_exchange_strong_explicit(&m->me, &me, (fg << 32) | (uint64_t)(pi + 1),
                                                  memory_order_acq_rel, memory_order_acquire)) {
         sl_store_rel(&m->procs[pi].owner, 0); /* another thread of ours won */

@@ -6,7 +6,8 @@
  * algorithm a shared limiter holds and a stacked policy.  Half the workers
  * use the handle inherited over fork, half open the path themselves.
  * Mixed costs (1 and 3) make the bound depend on the order; it is checked
- * as "admitted <= bound and nothing more admissible afterwards".
+ * as "admitted <= bound and nothing more admissible afterwards".  A
+ * quarter of the workers decide through sluice_acquire_batch.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -50,7 +51,16 @@ static void worker(const char *path, sluice_t *inherited, int id, uint64_t now,
             int n = snprintf(key, sizeof(key), "key-%u", (k + (unsigned)id) % KEYS);
             for (;;) {
                 uint64_t cost = (t_rand(&rng) % 4 == 0) ? 3 : 1;
-                int rc = sluice_acquire_at(l, key, (size_t)n, cost, now, NULL);
+                int rc;
+                if (id % 4 == 2) { /* through the batch call: the same decision */
+                    struct sluice_req q[2] = {{key, (size_t)n, cost}, {"", 0, 0}};
+                    int rcs[2];
+                    if (sluice_acquire_batch(l, q, 2, now, rcs, NULL) != 0 || rcs[1] != 0)
+                        atomic_fetch_add(&pg->errors, 1);
+                    rc = rcs[0];
+                } else {
+                    rc = sluice_acquire_at(l, key, (size_t)n, cost, now, NULL);
+                }
                 if (rc == SLUICE_ALLOW) {
                     atomic_fetch_add(&pg->admitted[(k + (unsigned)id) % KEYS], cost);
                     continue;
