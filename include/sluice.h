@@ -213,8 +213,65 @@ SLUICE_API int sluice_policy_add(struct sluice_policy *p, enum sluice_algo algo,
 SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
 
 /*
- * Stop the reaper thread (if any) and free everything.  NULL is a no-op.
- * Must not race with other calls on the same limiter.
+ * One limiter shared by every process of the host that opens the same path:
+ * a file mapping (a tmpfs path such as "/dev/shm/NAME", or any path the
+ * caller chooses), created with mode 0600.  Every call works on it as on
+ * any other limiter, host-wide: decisions (sluice_acquire_all may mix
+ * shared and private limiters), sluice_set_policy, sluice_reset, reaping
+ * and sluice_stats.  Lock-free across processes like within one: never
+ * over-admits, and a process killed at any instruction (SIGKILL) blocks no
+ * one, corrupts nothing and loses at most the units it was charging.
+ * flags: SLUICE_SHARED_CREATE creates the file from *cfg if absent;
+ * with SLUICE_SHARED_EXCL as well, an existing file is -EEXIST.
+ * Attaching (cfg may then be NULL) takes the file's configuration; a cfg
+ * given is checked against the one the file was created with.  Of a cfg,
+ * each process keeps its own clock_fn/clock_ctx (needed when the file's
+ * clock is SLUICE_CLOCK_CUSTOM: that clock is per process, the others are
+ * host-wide) and reap_interval_ns (a reaper thread in this process).
+ * Memory is fixed at creation from max_keys and max_key_len: room for
+ * 2 * max_keys + 64 entries of 64 + 8 * words + max_key_len bytes (rounded
+ * up to 64; words = the policy's state words, at least 8), plus the
+ * tables and about 600 KiB of process records; pages are only used as
+ * keys arrive.
+ * Shared limiters refuse SLUICE_SLIDING_LOG (its per-key lock could be held
+ * forever by a killed process), policies needing more state words per key
+ * than the creation policy (or 8), names of 64 bytes or more, and
+ * max_keys above 2^31 (-EINVAL); they have no per-key overrides
+ * (sluice_override_set/clear return -EOPNOTSUPP).  At most 1024 processes
+ * attach at once (a dead process's place is taken back; a forked child,
+ * which takes its own place on its first call, waits for one).  All processes
+ * must share a pid namespace (dead ones are found by pid), and a stopped
+ * (not dead) process inside a call delays the reuse of removed keys' memory.
+ * Returns 0 and sets *out, or:
+ *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
+ *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,
+ *            max_keys or max_key_len differ from the creation's;
+ *   -EPROTO  not a sluice file, another layout version, truncated, corrupt;
+ *   -EACCES  no permission;
+ *   -ENOMEM  out of memory, no space for the file, or 1024 processes attached;
+ *   -EINVAL  NULL path or out, unknown flags, EXCL without CREATE, CREATE
+ *            without cfg, a cfg sluice_create() refuses or a shared limiter
+ *            cannot hold (above), a CUSTOM-clock file opened without clock_fn;
+ *   or another negative errno of open(2).
+ * Decisions on a shared limiter may also return -EPROTO if they find the
+ * file corrupt.
+ */
+#define SLUICE_SHARED_CREATE 1u
+#define SLUICE_SHARED_EXCL 2u
+SLUICE_API int sluice_open_shared(const char *path, const struct sluice_config *cfg,
+                                  unsigned flags, sluice_t **out);
+
+/*
+ * Remove the file of a shared limiter.  Handles open on it stay valid (and
+ * keep sharing it); later opens of the path make or find another.
+ * Returns 0, -EINVAL (NULL path) or the negative errno of unlink(2).
+ */
+SLUICE_API int sluice_unlink_shared(const char *path);
+
+/*
+ * Stop the reaper thread (if any) and free everything; for a shared
+ * limiter, detach this process (the file and its keys stay).  NULL is a
+ * no-op.  Must not race with other calls on the same limiter.
  */
 SLUICE_API void sluice_destroy(sluice_t *l);
 
@@ -316,7 +373,10 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * them (the latest TAT; per window, the larger count; per unit of a log,
  * the later stamp).  Keys migrate lazily on their next request.  Requests
  * costing more than the new policy admits get -E2BIG from then on.
- * Returns 0, -EINVAL (bad policy), -ENOMEM.
+ * On a shared limiter (sluice_open_shared) the change reaches every
+ * process, and every key has moved to it when the call returns.
+ * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
+ * -ENOMEM.
  */
 SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
 

@@ -107,11 +107,15 @@ static int sl_admin_replace(struct sluice *l, const void *key, size_t len, struc
 
 int sluice_reset(sluice_t *l, const void *key, size_t len)
 {
+    if (l != NULL && l->shm != NULL && sl_key_check(l, key, len) == 0)
+        return sl_shm_reset(l, key, len);
     return sl_admin_replace(l, key, len, NULL, false, false, false);
 }
 
 int sluice_override_clear(sluice_t *l, const void *key, size_t len)
 {
+    if (l != NULL && l->shm != NULL)
+        return -EOPNOTSUPP; /* shared limiters have no overrides (sluice.h) */
     return sl_admin_replace(l, key, len, NULL, true, true, false);
 }
 
@@ -125,6 +129,8 @@ int sluice_override_set(sluice_t *l, const void *key, size_t len, const struct s
         return rc;
     if (p != NULL && !sl_policy_reserved_zero(p))
         return -EINVAL;
+    if (l->shm != NULL)
+        return -EOPNOTSUPP;
     rc = sl_policy_new(p, true, &pol);
     if (rc < 0)
         return rc;
@@ -150,6 +156,8 @@ int sluice_set_policy(sluice_t *l, const struct sluice_policy *p)
         return -EINVAL;
     if (p != NULL && !sl_policy_reserved_zero(p))
         return -EINVAL;
+    if (l->shm != NULL)
+        return p == NULL ? -EINVAL : sl_shm_set_policy(l, p);
     rc = sl_policy_new(p, false, &pol);
     if (rc < 0)
         return rc;

@@ -43,7 +43,7 @@ void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size
     g->key = key;
     g->len = len;
     g->h = sl_hash(&l->hkey, key, len);
-    g->s = sl_shard_of(l, g->h);
+    g->s = l->shm != NULL ? NULL : sl_shard_of(l, g->h); /* shared: the file's shards */
 }
 
 int sl_key_check(struct sluice *l, const void *key, size_t len)
@@ -121,8 +121,7 @@ bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool exh
     return sl_reap_for_room(l, s, now, exhaustive) != 0 && sl_key_take(l);
 }
 
-static void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
-                          uint64_t now)
+void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol, uint64_t now)
 {
     g->e = e;
     g->pol = pol;
@@ -187,6 +186,8 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
 static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost,
                              uint64_t now, bool create)
 {
+    if (g->l->shm != NULL)
+        return sl_shm_resolve(t, g, cost, now, create);
     for (;;) {
         struct sl_entry *e = sl_table_get(g->s, g->h, g->key, g->len);
         struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
@@ -215,6 +216,10 @@ static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t 
 /* The charge found a frozen entry: let its writer finish. */
 static void sl_target_wait(struct sl_target *g)
 {
+    if (g->l->shm != NULL) {
+        sl_shm_wait(g);
+        return;
+    }
     sl_shard_lock(g->s);
     sl_shard_unlock(g->s);
 }
@@ -482,6 +487,10 @@ static void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowe
     struct sl_stat_slot *slot = &l->stat[sl_min64(t->id, SL_STAT_SLOTS)];
     sl_aword *c = allowed ? &slot->allowed : &slot->denied;
 
+    if (l->shm != NULL) {
+        sl_shm_stat(l, t, allowed); /* host-wide counters, in the file */
+        return;
+    }
     if (t->id < SL_STAT_SLOTS)
         sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
     else
@@ -530,7 +539,9 @@ static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct 
 static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 {
     for (size_t i = 0; i < n; i++) {
-        struct sl_entry *e = sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len);
+        /* shared limiters have no overrides: every key is under the default */
+        struct sl_entry *e =
+            g[i].s != NULL ? sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len) : NULL;
         struct sl_policy *pol = e != NULL && e->pol->is_override
                                     ? e->pol
                                     : atomic_load_explicit(&g[i].l->policy, memory_order_acquire);
@@ -584,7 +595,9 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
         /* an error makes nothing: a key this call inserted before a later
          * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
          * again, unless another call has charged it since */
-        if (rc < 0 && g[i].pinned != NULL)
+        if (rc < 0 && g[i].pinned != NULL && g[i].l->shm != NULL)
+            sl_shm_unpublish_fresh(&g[i], now);
+        else if (rc < 0 && g[i].pinned != NULL)
             sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned, now);
         sl_target_unpin(&g[i]);
     }
@@ -615,7 +628,7 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
                           bool charge, struct sluice_result *res)
 {
     struct sl_target g[SL_MAX_KEYS];
-    unsigned orig[SL_MAX_KEYS];
+    unsigned orig[SL_MAX_KEYS], shm[SL_MAX_KEYS];
     struct sl_thread *t;
     size_t m;
     int rc;
@@ -629,9 +642,21 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     if (t == NULL)
         return -ENOMEM;
     m = sl_unique_keys(keys, n, g, orig);
-    sl_epoch_begin(t);
-    rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
-    sl_epoch_end(t);
+    for (unsigned round = 0;; round++) {
+        sl_epoch_begin(t);
+        sl_shm_enter_targets(g, m, shm);
+        rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
+        sl_shm_leave_targets(g, m, shm);
+        sl_epoch_end(t);
+        /* -EAGAIN: a shared limiter had no free entry; what this call's
+         * own section held back comes free once it has ended */
+        if (rc != -EAGAIN)
+            break;
+        if (!sl_shm_starved(g, m, round)) {
+            rc = -ENOMEM;
+            break;
+        }
+    }
     if (rc >= 0 && res != NULL)
         res->key_index = orig[res->key_index];
     return rc;
@@ -651,10 +676,11 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t c
     const struct sl_lim *lim;
     int rc;
 
-    g.e = sl_table_get(g.s, g.h, g.key, g.len);
+    g.e = l->shm != NULL ? sl_shm_get_current(&g) : sl_table_get(g.s, g.h, g.key, g.len);
     if (g.e == NULL)
         return -EAGAIN;
-    g.pol = g.e->pol;
+    if (l->shm == NULL)
+        g.pol = g.e->pol; /* shared: set by sl_shm_get_current */
     lim = &g.pol->lim[0];
     if (g.pol->nlimits != 1 || cost == 0 || cost > lim->cap ||
         (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
@@ -688,6 +714,7 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
     struct sluice_key k = {.limiter = l, .key = key, .len = len};
     struct sl_target g;
     struct sl_thread *t;
+    unsigned shm;
     int rc = sl_key_check(l, key, len);
 
     if (rc < 0)
@@ -696,7 +723,9 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
         return -ENOMEM;
     sl_epoch_begin(t);
     sl_target_init(&g, l, key, len);
+    sl_shm_enter_targets(&g, 1, &shm);
     rc = sl_acquire_fast(t, &g, cost, now_ns, res);
+    sl_shm_leave_targets(&g, 1, &shm);
     sl_epoch_end(t);
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
@@ -742,7 +771,8 @@ static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struc
     if (sl_key_check(l, q->key, q->len) != 0)
         return; /* decided (refused) without a lookup */
     sl_target_init(g, l, q->key, q->len);
-    sl_table_prefetch(g->s, g->h);
+    if (g->s != NULL)
+        sl_table_prefetch(g->s, g->h);
 }
 
 int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, uint64_t now_ns,
@@ -750,6 +780,7 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
 {
     struct sl_target ring[SL_BATCH_AHEAD];
     struct sl_thread *t;
+    unsigned shm = 0;
 
     if (l == NULL || (n > 0 && (reqs == NULL || rcs == NULL)))
         return -EINVAL;
@@ -761,6 +792,8 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
         return 0;
     }
     sl_epoch_begin(t);
+    if (l->shm != NULL)
+        shm = sl_shm_enter(l);
     for (size_t i = 0; i < n && i < SL_BATCH_AHEAD; i++)
         sl_batch_prepare(l, &reqs[i], &ring[i]);
     for (size_t i = 0; i < n; i++) {
@@ -774,17 +807,27 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
             rc = sl_acquire_fast(t, &g, q->cost, now_ns, r);
             if (rc == -EAGAIN) {
                 struct sluice_key k = {.limiter = l, .key = q->key, .len = q->len};
+                if (l->shm != NULL) /* it may wait for the file's epoch: outside our section */
+                    sl_shm_leave(l, shm);
                 rc = sl_decide_keys(&k, 1, q->cost, now_ns, true, r); /* nests the section */
+                if (l->shm != NULL)
+                    shm = sl_shm_enter(l);
             }
         }
         rcs[i] = rc;
         if (i % SL_BATCH_SECTION == SL_BATCH_SECTION - 1) {
+            if (l->shm != NULL)
+                sl_shm_leave(l, shm);
             sl_epoch_end(t); /* let reclamation move on */
             sl_epoch_begin(t);
+            if (l->shm != NULL)
+                shm = sl_shm_enter(l);
         }
         if (i + SL_BATCH_AHEAD < n)
             sl_batch_prepare(l, &reqs[i + SL_BATCH_AHEAD], &ring[i % SL_BATCH_AHEAD]);
     }
+    if (l->shm != NULL)
+        sl_shm_leave(l, shm);
     sl_epoch_end(t);
     return 0;
 }

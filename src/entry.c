@@ -65,8 +65,13 @@ void sl_entry_free(struct sl_arena *a, struct sl_entry *e)
 
 bool sl_entry_freeze(struct sl_entry *e)
 {
-    const struct sl_policy *pol = e->pol;
+    return sl_entry_freeze_pol(e, e->pol);
+}
 
+/* The same for an entry whose policy is given (a shared limiter's entries
+ * name theirs by tag). */
+bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
+{
     if (sl_load_acq(&e->w[pol->lim[0].off]) & SL_DEAD)
         return false;
     for (unsigned i = 0; i < pol->nlimits; i++)
@@ -104,7 +109,11 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
 
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 {
-    const struct sl_policy *pol = e->pol;
+    return sl_entry_freeze_fresh_pol(e, e->pol, now);
+}
+
+bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now)
+{
     uint64_t old[SLUICE_MAX_LIMITS];
     unsigned i;
 

@@ -79,6 +79,7 @@ struct sl_policy {
     _Atomic uint64_t refs;      /* the limiter's current-policy slot and each entry */
     ck_epoch_entry_t retire;
     bool is_override;
+    uint64_t shm_ref;           /* shared limiters: the entry tag it was compiled for */
     unsigned nlimits;
     uint32_t nwords;            /* state words of an entry under this policy */
     uint64_t min_cap;           /* the smallest cap: costs above it get -E2BIG */
@@ -185,7 +186,10 @@ struct sl_entry {
      * the reaper skips it, so two new keys of one acquire_all never reap
      * each other round after round at max_keys. */
     _Atomic uint32_t pinned;
-    struct sl_policy *pol;      /* immutable: the layout of w[] */
+    union {
+        struct sl_policy *pol;  /* immutable: the layout of w[] */
+        uint64_t polref;        /* in a shared limiter's file instead (shm_table.c) */
+    };
     sl_aword last_ns;           /* 1 + time of the latest admission, 0: none
                                    (sl_entry_last; idle tracking, carry, decide time) */
     sl_aword w[];               /* pol->nwords state words, then the key bytes */
@@ -311,6 +315,9 @@ struct sluice {
     pthread_mutex_t reaper_lock;
     pthread_cond_t reaper_cond;
     bool reaper_stop;
+
+    struct sl_shm *shm;         /* a shared limiter (shm_*.c); NULL: in-process */
+    sl_aword *shm_gen;          /* its file's policy generation */
 };
 
 int sl_table_init(struct sluice *l, unsigned nshards);
@@ -450,6 +457,9 @@ void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size
  * force (checked under the shard lock, which admin calls also take). */
 static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol)
 {
+    /* acquire: pairs with the release that publishes a new generation */
+    if (l->shm_gen != NULL)
+        return !pol->is_override && pol->shm_ref != sl_load_acq(l->shm_gen);
     return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
 }
 /* Replace g's entry by one laid out for `to` (state carried over if carry),
@@ -466,6 +476,37 @@ uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
 /* The clock a limiter asked for, or the one it gets instead (TSC unusable). */
 enum sluice_clock sl_clock_resolve(enum sluice_clock c);
 int sl_config_check(const struct sluice_config *cfg);
+/* The shard count a configuration asks for (limiter.c). */
+unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
+void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol, uint64_t now);
+bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
+bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now);
+
+/* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
+
+struct sl_shm;
+/* Sections of the file's own epoch around every lookup of a shared
+ * limiter (process-local ck sections do not cover other processes). */
+unsigned sl_shm_enter(struct sluice *l);
+void sl_shm_leave(struct sluice *l, unsigned token);
+void sl_shm_enter_targets(struct sl_target *g, size_t n, unsigned *tokens);
+void sl_shm_leave_targets(struct sl_target *g, size_t n, const unsigned *tokens);
+/* A decision found no free entry in a shared limiter (-EAGAIN): help the
+ * file's epoch along, outside every section; false once it has tried long
+ * enough (the call then fails with -ENOMEM). */
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round);
+int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
+                   bool create);
+/* The fast path's lookup: an existing entry under the current policy, else NULL. */
+struct sl_entry *sl_shm_get_current(struct sl_target *g);
+void sl_shm_wait(struct sl_target *g);
+void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
+void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
+void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
+size_t sl_shm_reap(struct sluice *l, uint64_t now);
+int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p);
+int sl_shm_reset(struct sluice *l, const void *key, size_t len);
+void sl_shm_detach(struct sluice *l);
 
 #endif

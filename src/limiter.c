@@ -61,7 +61,7 @@ int sl_config_check(const struct sluice_config *cfg)
 }
 
 /* Enough shards that writers on different keys rarely meet: 4 per CPU. */
-static unsigned sl_shard_count(unsigned asked)
+unsigned sl_shard_count(unsigned asked)
 {
     unsigned n = asked;
 
@@ -141,6 +141,10 @@ void sluice_destroy(sluice_t *l)
     if (l == NULL)
         return;
     sl_reaper_stop(l);
+    if (l->shm != NULL) {
+        sl_shm_detach(l); /* this process leaves; the file stays */
+        return;
+    }
     t = sl_thread_get();
     /* Freeing entries drops policy references, which may retire policies:
      * inside a section, as ck wants of every retirement. */
@@ -165,6 +169,8 @@ size_t sluice_reap(sluice_t *l, uint64_t now_ns)
 
     if (l == NULL || (t = sl_thread_get()) == NULL)
         return 0;
+    if (l->shm != NULL)
+        return sl_shm_reap(l, now_ns);
     /* One section per shard: what a shard's reap unpublishes is retired
      * inside the section that unpublished it (ck's rule), and deciders are
      * never held up for more than one shard's scan. */
@@ -188,6 +194,10 @@ void sluice_stats(sluice_t *l, struct sluice_stats *out)
     memset(out, 0, sizeof(*out));
     if (l == NULL)
         return;
+    if (l->shm != NULL) {
+        sl_shm_stats(l, out);
+        return;
+    }
     for (unsigned i = 0; i <= SL_STAT_SLOTS; i++) {
         out->allowed += sl_load_rlx(&l->stat[i].allowed);
         out->denied += sl_load_rlx(&l->stat[i].denied);

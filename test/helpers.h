@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sluice.h"
 
@@ -131,6 +133,32 @@ static inline void t_run_threads(unsigned n, void *(*fn)(void *), void *args, si
         }
     for (unsigned i = 0; i < n; i++)
         pthread_join(th[i], NULL);
+}
+
+/* A fresh path under /dev/shm for a shared limiter, or exit 77 (skip)
+ * where there is no writable /dev/shm. */
+static inline void t_shm_path(char *buf, size_t cap, const char *name)
+{
+    if (access("/dev/shm", W_OK) != 0) {
+        printf("%s: no writable /dev/shm, skipped\n", name);
+        exit(T_SKIP);
+    }
+    snprintf(buf, cap, "/dev/shm/sluice-test-%s-%ld", name, (long)getpid());
+    (void)sluice_unlink_shared(buf);
+}
+
+/* sluice_open_shared(), or exit the test. */
+static inline sluice_t *t_open_shared(const char *path, const struct sluice_config *cfg,
+                                      unsigned flags)
+{
+    sluice_t *l = NULL;
+    int rc = sluice_open_shared(path, cfg, flags, &l);
+
+    if (rc != 0) {
+        fprintf(stderr, "sluice_open_shared(%s): %s\n", path, sluice_strerror(rc));
+        exit(1);
+    }
+    return l;
 }
 
 #endif

@@ -1,0 +1,220 @@
+/*
+ * Shared limiters: the file layout and the interfaces between shm_file.c
+ * (open, attach, validate, policies), shm_epoch.c (processes, the file's
+ * epoch, the entry pool) and shm_table.c (the key table, decisions' lookups
+ * and every writer).  See doc/DESIGN.md, "Shared limiters".
+ *
+ * Everything in the file is addressed by index or offset, never by
+ * pointer: each process maps it at its own address.  Layout, in order:
+ *   header | process records | shards | slot arrays (2 per shard) |
+ *   entry states | entries
+ * All sizes follow from the header's fingerprint, so a file is checked by
+ * recomputing them (sl_shm_layout), never by trusting stored offsets.
+ */
+#ifndef SL_SHM_H
+#define SL_SHM_H
+
+#include <limits.h>
+
+#include "internal.h"
+
+#define SL_SHM_MAGIC UINT64_C(0x31484d5345434c53) /* "SLCESMH1" */
+#define SL_SHM_LAYOUT 1u
+#define SL_SHM_PROCS 1024u      /* processes attached at once, at most */
+#define SL_SHM_TSLOTS 7u        /* counter slots owned by thread ids 0..6; one more shared */
+#define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */
+#define SL_SHM_POL_WORDS ((sizeof(struct sluice_policy) + 7) / 8)
+#define SL_SHM_NAME 64u
+
+/* Entry states (one word each, apart from the entries): FREE, USED, or
+ * LIMBO | epoch << 2: unpublished at that epoch, reusable two epochs on. */
+#define SL_ST_FREE 0u
+#define SL_ST_USED 1u
+#define SL_ST_LIMBO 2u
+
+/* Slot values: 0 empty, SL_TOMB a tombstone, else (hash bits above 32) |
+ * (entry index + 2). */
+#define SL_TOMB 1u
+#define SL_IDX_MASK UINT64_C(0xffffffff)
+
+/* One generation of the default policy, read by a seqlock: gen is 0 while
+ * its words are written (by the holder of pol_lock). */
+struct sl_shm_polslot {
+    sl_aword gen;
+    sl_aword words[SL_SHM_POL_WORDS];
+};
+
+struct sl_shm_hdr {
+    /* immutable after creation, covered by check */
+    uint64_t magic, layout, size;
+    uint64_t max_keys, max_key_len, nshards, idle_ttl_ns, when_full, clock;
+    uint64_t words;             /* state words per entry */
+    uint64_t pool;              /* entries */
+    uint64_t slots;             /* slots per array (a power of two) */
+    uint64_t esize;             /* bytes per entry */
+    uint64_t hkey[2];
+    char name[SL_SHM_NAME];
+    uint64_t create_pol[SL_SHM_POL_WORDS];
+    uint64_t check;             /* FNV-1a of everything above */
+
+    sl_aword pol_lock SL_ALIGNED; /* set_policy (sl_shm_word_lock) */
+    sl_aword pol_gen;           /* the current generation (>= 1) */
+    sl_aword migrated;          /* every entry is on this generation */
+    sl_aword incarnation;       /* counts process-record claims */
+    sl_aword procs_hi;          /* records ever claimed: scans stop there */
+    struct sl_shm_polslot pol[2]; /* generation g in pol[g & 1] */
+
+    sl_aword epoch SL_ALIGNED;
+    sl_aword nkeys SL_ALIGNED;  /* live keys, reserved before insert */
+    sl_aword inserted, reaped, full, reap_floor, alloc_cursor;
+    sl_aword room_fruitless, room_quiet_until, reap_next;
+    sl_aword repair;            /* a writer died holding a shard: reconcile */
+};
+
+/* A process attached to the file.  owner: pid | incarnation << 32, 0 free.
+ * cnt[p]: this process's sections begun at an epoch of parity p.  stat:
+ * its decisions, counted as in-process (each of the first SL_SHM_TSLOTS
+ * threads owns a slot: a plain load and store), never cleared: a record's
+ * next owner adds to what its dead owner counted. */
+struct sl_shm_proc {
+    sl_aword owner;
+    sl_aword start;             /* its start time (/proc/PID/stat), against pid reuse */
+    sl_aword cnt[2];
+    struct sl_stat_slot stat[SL_SHM_TSLOTS + 1];
+} SL_ALIGNED;
+
+struct sl_shm_shard {
+    sl_aword lock;              /* writers (sl_shm_word_lock) */
+    sl_aword cur;               /* which of the two slot arrays readers use */
+    sl_aword retired[2];        /* epoch each array stopped being current at;
+                                   UINT64_MAX: not known (a writer died) */
+    sl_aword live, used;        /* entries; entries + tombstones (under lock) */
+    sl_aword reap_cursor;       /* (under lock) */
+} SL_ALIGNED;
+
+struct sl_shm_layout {
+    size_t procs, shards, slots, states, entries, size;
+};
+
+/* A process's handle (struct sluice.shm). */
+struct sl_shm {
+    unsigned char *base;
+    size_t size;
+    struct sl_shm_hdr *hdr;
+    struct sl_shm_proc *procs;
+    struct sl_shm_shard *shards;
+    sl_aword *slots, *states;
+    unsigned char *entries;
+    uint64_t pool, nslots, words, esize;
+    unsigned shard_shift;
+    /* this process's record: (fork generation << 32) | (index + 1), and
+     * the record's owner word (shm_epoch.c) */
+    _Atomic uint64_t me, owner;
+    pthread_mutex_t mu;         /* the record claim and the policy cache */
+    /* compiled policies by generation (the current one is l->policy) */
+    struct sl_policy *cache[4];
+    unsigned cache_next;
+};
+
+/* shm_file.c */
+int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *out);
+/* The compiled default policy of generation gen (a reference is kept by
+ * the handle's cache, valid until the limiter is destroyed); NULL if the
+ * file no longer holds it (look the entry up again) or it is corrupt. */
+struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen);
+/* Check p for this file and store it as generation gen (under pol_lock). */
+int sl_shm_write_policy(struct sluice *l, uint64_t gen, const struct sluice_policy *p);
+/* Make l->policy the file's current generation. */
+void sl_shm_refresh(struct sluice *l);
+
+/* shm_epoch.c */
+int sl_shm_register(struct sluice *l);
+void sl_shm_unregister(struct sluice *l);
+/* Advance the file's epoch if no live process is in a section of the one
+ * before; true if it moved.  Never waits for a section: a holder of a shard
+ * lock must not, since a section may be waiting for that lock.  Only
+ * callers holding no shard lock pass check_dead (its system calls find
+ * dead processes whose sections stall the epoch). */
+bool sl_shm_advance(struct sl_shm *m, bool check_dead);
+/* An entry index for a writer holding a shard lock; UINT64_MAX if none is
+ * free now (the caller retries after unlocking, or gives up). */
+uint64_t sl_shm_alloc(struct sl_shm *m);
+/* Give back an entry nobody can have seen (never published). */
+void sl_shm_free_unseen(struct sl_shm *m, uint64_t idx);
+/* Retire an entry unpublished just before (reused two epochs later). */
+void sl_shm_retire(struct sl_shm *m, uint64_t idx);
+/* A pin token for this process (sl_entry.pinned), and whether a pin found
+ * on an entry still belongs to a live process. */
+uint32_t sl_shm_pin_token(struct sluice *l);
+bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin);
+bool sl_shm_proc_dead(uint64_t owner, uint64_t start);
+uint64_t sl_shm_self_start(void);
+
+/* shm_table.c */
+/*
+ * The file's locks: a word holding its owner's token (sl_shm_pin_token), 0
+ * when free.  A waiter that finds the owner's process dead takes the lock
+ * over (returns 1: the section it interrupted may need repair).  Not
+ * pthread robust mutexes: a token is judged by the same liveness test as
+ * the epoch's records, needs nothing from the kernel's robust lists or
+ * libc, and leaves nothing in the file that only libc can read.
+ * wait false: -1 if taken by a live process.
+ */
+int sl_shm_word_lock(struct sluice *l, sl_aword *w, bool wait);
+void sl_shm_word_unlock(sl_aword *w);
+
+static inline struct sl_entry *sl_shm_entry(const struct sl_shm *m, uint64_t idx)
+{
+    return (struct sl_entry *)(void *)(m->entries + idx * m->esize);
+}
+
+static inline uint64_t sl_shm_idx(const struct sl_shm *m, const struct sl_entry *e)
+{
+    return (uint64_t)((const unsigned char *)e - m->entries) / m->esize;
+}
+
+static inline unsigned char *sl_shm_key(const struct sl_shm *m, struct sl_entry *e)
+{
+    return (unsigned char *)&e->w[m->words];
+}
+
+static inline struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
+{
+    return &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
+}
+
+static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
+{
+    return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
+}
+
+/* The entry a slot value names; NULL for empty, tombstone or out of range
+ * (whatever the file holds). */
+static inline struct sl_entry *sl_slot_entry(struct sl_shm *m, uint64_t v)
+{
+    uint64_t idx = (v & SL_IDX_MASK) - 2;
+
+    return v > SL_TOMB && (v & SL_IDX_MASK) >= 2 && idx < m->pool ? sl_shm_entry(m, idx) : NULL;
+}
+
+/* shm_table.c, for shm_admin.c */
+void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s);
+bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s);
+/* Release without the repair check (another shard lock is still held). */
+void sl_shm_release(struct sl_shm_shard *s);
+/* Release, then repair the file if a dead holder was found (sl_shm_reconcile)
+ * once this thread holds no shard lock. */
+void sl_shm_unlock(struct sluice *l, struct sl_shm_shard *s);
+void sl_shm_reconcile(struct sluice *l);
+/* Sleep us microseconds: waits for other processes, in no section and
+ * holding no shard lock. */
+void sl_shm_nap(long us);
+struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
+                               const void *key, size_t len, sl_aword **slot);
+size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
+                        uint64_t *budget, size_t max_remove);
+int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
+                const struct sl_policy *from, const struct sl_policy *to, bool carry,
+                uint64_t now);
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * Shared limiters: what acts on the whole file (shm_table.c does the keys):
+ * host-wide counters, reaping, policy changes by generation, resets.
+ */
+#include <stdlib.h>
+
+#include "shm.h"
+
+void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    /* relaxed: inside a section, which registered this process */
+    uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
+    struct sl_shm_proc *p = &l->shm->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS];
+    struct sl_stat_slot *slot = &p->stat[sl_min64(t->id, SL_SHM_TSLOTS)];
+    sl_aword *c = allowed ? &slot->allowed : &slot->denied;
+
+    if (t->id < SL_SHM_TSLOTS)
+        sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
+    else
+        sl_count(c, 1);
+}
+
+void sl_shm_stats(struct sluice *l, struct sluice_stats *out)
+{
+    struct sl_shm_hdr *h = l->shm->hdr;
+    uint64_t hi = sl_min64(sl_load_acq(&h->procs_hi), SL_SHM_PROCS);
+
+    for (uint64_t i = 0; i < hi; i++)
+        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++) {
+            out->allowed += sl_load_rlx(&l->shm->procs[i].stat[k].allowed);
+            out->denied += sl_load_rlx(&l->shm->procs[i].stat[k].denied);
+        }
+    out->keys = sl_load_rlx(&h->nkeys);
+    out->inserted = sl_load_rlx(&h->inserted);
+    out->reaped = sl_load_rlx(&h->reaped);
+    out->full = sl_load_rlx(&h->full);
+    out->memory_bytes = l->shm->size;
+    out->clock = (uint64_t)l->clock;
+}
+
+size_t sl_shm_reap(struct sluice *l, uint64_t now)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_thread *t = sl_thread_get();
+    size_t removed = 0;
+
+    if (t == NULL)
+        return 0;
+    for (unsigned i = 0; i < l->nshards; i++) {
+        uint64_t all = UINT64_MAX;
+        sl_epoch_begin(t);
+        sl_shm_lock(l, &m->shards[i]);
+        sl_store_rlx(&m->shards[i].reap_cursor, 0);
+        removed += sl_shm_reap_some(l, &m->shards[i], now, &all, SIZE_MAX);
+        sl_shm_unlock(l, &m->shards[i]);
+        sl_epoch_end(t);
+    }
+    (void)sl_shm_advance(m, true); /* reaped entries become reusable sooner */
+    (void)sl_shm_advance(m, true);
+    return removed;
+}
+
+/* Move every entry of a locked shard to generation gen (set_policy). */
+static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
+                                 uint64_t now)
+{
+    struct sl_shm *m = l->shm;
+    sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
+
+    for (uint64_t i = 0; i < m->nslots; i++) {
+        struct sl_entry *e = sl_slot_entry(m, sl_load_rlx(&a[i]));
+        struct sl_policy *from;
+        if (e == NULL || e->polref == to->shm_ref || (from = sl_shm_policy(l, e->polref)) == NULL)
+            continue;
+        /* -ENOMEM: no free entry now; -EAGAIN: frozen by a writer that
+         * died (thawed once we unlock): both, unlock and come back, never
+         * leaving an entry behind (the next change overwrites its policy) */
+        if (sl_shm_swap(l, &a[i], e, from, to, true, now) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_policy *to = sl_shm_policy(l, gen);
+
+    if (to == NULL)
+        return;
+    for (unsigned i = 0; i < l->nshards; i++) {
+        bool done;
+        sl_shm_lock(l, &m->shards[i]);
+        done = sl_shm_migrate_shard(l, &m->shards[i], to, now);
+        sl_shm_unlock(l, &m->shards[i]);
+        if (!done) {
+            /* Wait for grace periods holding no shard lock (sections may be
+             * waiting for it) and in no section: pol_lock only, which no
+             * section ever waits for. */
+            if (!sl_shm_advance(m, true))
+                sl_shm_nap(100);
+            i--;
+        }
+    }
+    sl_store_rel(&m->hdr->migrated, gen);
+}
+
+/*
+ * The file keeps two generations of the default policy.  Every entry is
+ * moved to the new one before set_policy returns, so an entry is never
+ * more than one generation behind; a set_policy that finds the previous
+ * one's move unfinished (its caller died) finishes it first.
+ */
+int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_thread *t = sl_thread_get();
+    uint64_t gen, now = sluice_now(l);
+    int rc;
+
+    if (t == NULL)
+        return -ENOMEM;
+    (void)sl_shm_word_lock(l, &m->hdr->pol_lock, true); /* a dead holder's work is redone below */
+    sl_epoch_begin(t);
+    gen = sl_load_acq(&m->hdr->pol_gen);
+    if (sl_load_acq(&m->hdr->migrated) != gen)
+        sl_shm_migrate_all(l, gen, now);
+    rc = sl_shm_write_policy(l, gen + 1, p);
+    if (rc == 0) {
+        sl_store_rel(&m->hdr->pol_gen, gen + 1);
+        sl_shm_refresh(l);
+        sl_shm_migrate_all(l, gen + 1, now);
+    }
+    sl_epoch_end(t);
+    sl_shm_word_unlock(&m->hdr->pol_lock);
+    return rc;
+}
+
+int sl_shm_reset(struct sluice *l, const void *key, size_t len)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_thread *t = sl_thread_get();
+    uint64_t h = sl_hash(&l->hkey, key, len), now = sluice_now(l);
+    struct sl_shm_shard *s = sl_shm_shard(m, h);
+    int rc = -EAGAIN;
+
+    if (t == NULL)
+        return -ENOMEM;
+    sl_epoch_begin(t);
+    sl_shm_refresh(l);
+    while (rc == -EAGAIN) {
+        sl_aword *slot;
+        struct sl_entry *e;
+        struct sl_policy *from, *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+        sl_shm_lock(l, s);
+        e = sl_shm_lookup(m, s, h, key, len, &slot);
+        from = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
+        rc = e == NULL ? -ENOENT : from == NULL ? -EPROTO
+                                                : sl_shm_swap(l, slot, e, from, cur, false, now);
+        sl_shm_unlock(l, s);
+    }
+    sl_epoch_end(t);
+    return rc;
+}
+

@@ -1,0 +1,556 @@
+/*
+ * Shared limiters: the key table in the file, and every writer.
+ *
+ * As in-process: per shard an open-addressing array of slots probed
+ * lock-free, writers under the shard's lock.  Here the lock is a word
+ * holding its owner's token (sl_shm_word_lock), a slot holds an entry's
+ * index (hash bits above it), and the arrays cannot grow: each shard has
+ * two of fixed size, and a rebuild (dropping tombstones) fills the one
+ * readers do not use, once its grace period is over, and switches.
+ *
+ * A process killed inside a writer section leaves at worst: a counter off,
+ * an allocated entry never published, a published entry frozen, an array's
+ * retirement epoch unknown.  The next locker finds the owner dead, takes
+ * the lock over and marks the file for repair; once it holds no shard
+ * lock it repairs it (sl_shm_reconcile): with every shard lock held no
+ * writer is half way,
+ * so the counters are recounted from the slots, frozen published entries
+ * are thawed (a live writer never leaves one), and allocated entries no
+ * slot refers to are retired.  Deciders never take a lock except to wait
+ * for a writer that froze their entry.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shm.h"
+
+#define SL_ROOM_SCAN 1024u
+#define SL_ROOM_REMOVE 16u
+
+static _Thread_local unsigned sl_shm_depth; /* shard locks this thread holds */
+
+/* Waiting for other processes' sections to end (never in one, never
+ * holding a shard lock): sleep rather than spin, they may need our CPU. */
+void sl_shm_nap(long us)
+{
+    struct timespec ts = {0, us * 1000};
+
+    nanosleep(&ts, NULL);
+}
+
+
+
+
+static uint64_t sl_slot_val(uint64_t h, uint64_t idx)
+{
+    return (h & ~SL_IDX_MASK) | (idx + 2);
+}
+
+/* The entry a slot value names, NULL for empty, tombstone or out of range. */
+
+static void sl_shm_locked(struct sl_shm *m, int rc)
+{
+    /* rc 1: its holder died inside a writer section: usable at once,
+     * repaired as soon as this thread holds no shard (sl_unlock) */
+    if (rc == 1)
+        sl_store_rel(&m->hdr->repair, 1);
+    sl_shm_depth++;
+}
+
+void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s)
+{
+    sl_shm_locked(l->shm, sl_shm_word_lock(l, &s->lock, true));
+}
+
+bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
+{
+    int rc = sl_shm_word_lock(l, &s->lock, false);
+
+    if (rc < 0)
+        return false;
+    sl_shm_locked(l->shm, rc);
+    return true;
+}
+
+void sl_shm_release(struct sl_shm_shard *s)
+{
+    sl_shm_word_unlock(&s->lock);
+    sl_shm_depth--;
+}
+
+void sl_shm_unlock(struct sluice *l, struct sl_shm_shard *s)
+{
+    sl_shm_release(s);
+    if (sl_shm_depth == 0 && sl_load_acq(&l->shm->hdr->repair) != 0)
+        sl_shm_reconcile(l);
+}
+
+static bool sl_key_is(struct sl_shm *m, struct sl_entry *e, const void *key, size_t len)
+{
+    return e->key_len == len && (len == 0 || memcmp(sl_shm_key(m, e), key, len) == 0);
+}
+
+/*
+ * Lock-free lookup, inside a section of the file's epoch (or under the
+ * shard lock).  seq_cst loads: see shm_epoch.c (plain loads on x86).
+ * Bounded by the array's size whatever the file holds.
+ */
+struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
+                                      const void *key, size_t len, sl_aword **slot)
+{
+    sl_aword *a = sl_shm_array(m, s, atomic_load_explicit(&s->cur, memory_order_seq_cst));
+    uint64_t mask = m->nslots - 1, i = h & mask;
+
+    for (uint64_t n = 0; n < m->nslots; n++, i = (i + 1) & mask) {
+        uint64_t v = atomic_load_explicit(&a[i], memory_order_seq_cst);
+        struct sl_entry *e;
+        if (v == 0)
+            return NULL;
+        if ((v >> 32) != (h >> 32) || (e = sl_slot_entry(m, v)) == NULL || !sl_key_is(m, e, key, len))
+            continue;
+        if (slot != NULL)
+            *slot = &a[i];
+        return e;
+    }
+    return NULL;
+}
+
+struct sl_entry *sl_shm_get_current(struct sl_target *g)
+{
+    struct sl_shm *m = g->l->shm;
+    struct sl_entry *e = sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
+    struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
+
+    if (e == NULL || e->polref != cur->shm_ref)
+        return NULL;
+    g->pol = cur;
+    return e;
+}
+
+/* Whether a published entry is frozen, seen under its shard's lock: no
+ * live writer leaves one so, only a dead one (or a corrupt file). */
+static bool sl_shm_frozen(struct sluice *l, struct sl_entry *e)
+{
+    const struct sl_policy *pol = sl_shm_policy(l, e->polref);
+
+    for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++)
+        if (sl_load_acq(&e->w[pol->lim[i].off]) & SL_DEAD)
+            return true;
+    return false;
+}
+
+void sl_shm_wait(struct sl_target *g)
+{
+    struct sl_shm *m = g->l->shm;
+    struct sl_shm_shard *s = sl_shm_shard(m, g->h);
+    struct sl_entry *e;
+
+    sl_shm_lock(g->l, s);
+    /* still frozen with the lock ours: have it thawed (sl_shm_unlock) */
+    if ((e = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL)) != NULL && sl_shm_frozen(g->l, e))
+        sl_store_rel(&m->hdr->repair, 1);
+    sl_shm_unlock(g->l, s);
+}
+
+/* A new entry's words and key (the entry is ours: allocated, unpublished). */
+static struct sl_entry *sl_shm_init_entry(struct sluice *l, uint64_t idx, const void *key,
+                                          size_t len, const struct sl_policy *pol, uint32_t pin)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_entry *e = sl_shm_entry(m, idx);
+
+    memset(e, 0, sizeof(*e) + m->words * sizeof(sl_aword));
+    e->key_len = (uint32_t)len;
+    e->polref = pol->shm_ref;
+    atomic_store_explicit(&e->pinned, pin, memory_order_relaxed);
+    sl_store_rlx(&e->last_ns, sl_load_rlx(&m->hdr->reap_floor));
+    if (len != 0)
+        memcpy(sl_shm_key(m, e), key, len);
+    return e;
+}
+
+/* Rebuild a locked shard into its other array, dropping tombstones; false
+ * if that array may still be read (its grace period is not over). */
+static bool sl_shm_rehash(struct sluice *l, struct sl_shm_shard *s)
+{
+    struct sl_shm *m = l->shm;
+    uint64_t old = sl_load_rlx(&s->cur) & 1, spare = old ^ 1, mask = m->nslots - 1, live = 0;
+    uint64_t ret = sl_load_rlx(&s->retired[spare]);
+    sl_aword *a = sl_shm_array(m, s, old), *b = sl_shm_array(m, s, spare);
+
+    for (int i = 0; i < 2 && (ret == UINT64_MAX || ret + 2 > sl_load_acq(&m->hdr->epoch)); i++)
+        (void)sl_shm_advance(m, false);
+    if (ret == UINT64_MAX || ret + 2 > atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst))
+        return false;
+    for (uint64_t i = 0; i <= mask; i++)
+        sl_store_rlx(&b[i], 0);
+    for (uint64_t i = 0; i <= mask; i++) {
+        uint64_t v = sl_load_rlx(&a[i]), h, j;
+        struct sl_entry *e = sl_slot_entry(m, v);
+        if (e == NULL)
+            continue;
+        h = sl_hash(&l->hkey, sl_shm_key(m, e), sl_min64(e->key_len, m->hdr->max_key_len));
+        for (j = h & mask; sl_load_rlx(&b[j]) != 0; j = (j + 1) & mask)
+            ;
+        sl_store_rlx(&b[j], v);
+        live++;
+    }
+    sl_store_rlx(&s->retired[old], UINT64_MAX); /* until known below (repair if we die) */
+    atomic_store_explicit(&s->cur, spare, memory_order_seq_cst); /* publishes b's slots */
+    sl_store_rlx(&s->retired[old],
+                 atomic_fetch_add_explicit(&m->hdr->epoch, 0, memory_order_seq_cst));
+    sl_store_rlx(&s->live, live);
+    sl_store_rlx(&s->used, live);
+    sl_store_rlx(&s->reap_cursor, 0);
+    return true;
+}
+
+/* Publish entry idx for hash h in a locked shard; false if the shard has
+ * no room (at most 7/8 of its slots used; rebuilt past 3/4). */
+static bool sl_shm_place(struct sluice *l, struct sl_shm_shard *s, uint64_t h, uint64_t idx)
+{
+    struct sl_shm *m = l->shm;
+    uint64_t mask = m->nslots - 1, used = sl_load_rlx(&s->used), i, v;
+    sl_aword *a;
+
+    if ((used + 1) * 4 > m->nslots * 3 && sl_shm_rehash(l, s))
+        used = sl_load_rlx(&s->used);
+    if ((used + 1) * 8 > m->nslots * 7)
+        return false;
+    a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
+    for (i = h & mask; (v = sl_load_rlx(&a[i])) > SL_TOMB; i = (i + 1) & mask)
+        ;
+    sl_store_rel(&a[i], sl_slot_val(h, idx)); /* publishes the entry */
+    sl_store_rlx(&s->live, sl_load_rlx(&s->live) + 1);
+    sl_store_rlx(&s->used, used + (v != SL_TOMB));
+    return true;
+}
+
+/* Remove the entry of slot *slot (frozen by us) from a locked shard. */
+static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *slot)
+{
+    uint64_t idx = (sl_load_rlx(slot) & SL_IDX_MASK) - 2;
+
+    atomic_store_explicit(slot, SL_TOMB, memory_order_seq_cst); /* see sl_shm_retire */
+    sl_shm_retire(m, idx);
+    sl_store_rlx(&s->live, sl_load_rlx(&s->live) - 1);
+}
+
+static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_policy *pol,
+                        uint64_t now)
+{
+    uint32_t pin = atomic_load_explicit(&e->pinned, memory_order_acquire);
+    uint64_t last;
+
+    if (pin != 0) {
+        if (sl_shm_pin_live(l->shm, pin))
+            return false;
+        /* its inserter died mid-decision: the pin is void */
+        (void)atomic_compare_exchange_strong_explicit(&e->pinned, &pin, 0, memory_order_relaxed,
+                                                      memory_order_relaxed);
+    }
+    if (l->idle_ttl_ns != 0 &&
+        (sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
+        return false;
+    return sl_entry_freeze_fresh_pol(e, pol, now);
+}
+
+/* Reap idle keys of a locked shard (inside a ck section: policies). */
+size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
+                               uint64_t *budget, size_t max_remove)
+{
+    struct sl_shm *m = l->shm;
+    sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
+    uint64_t mask = m->nslots - 1, j = sl_load_rlx(&s->reap_cursor) & mask, scanned = 0;
+    size_t removed = 0;
+
+    for (; scanned <= mask && scanned < *budget && removed < max_remove;
+         scanned++, j = (j + 1) & mask) {
+        struct sl_entry *e = sl_slot_entry(m, sl_load_rlx(&a[j]));
+        struct sl_policy *pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
+        if (pol == NULL || !sl_shm_idle(l, e, pol, now))
+            continue;
+        sl_shm_remove(m, s, &a[j]);
+        removed++;
+    }
+    sl_store_rlx(&s->reap_cursor, j);
+    *budget -= scanned;
+    if (removed != 0) {
+        sl_time_raise(&m->hdr->reap_floor, now); /* as in sl_table_reap_some */
+        sl_uncount(&m->hdr->nkeys, removed);
+        sl_count(&m->hdr->reaped, removed);
+    }
+    return removed;
+}
+
+/* Reserve room for one more key (s locked by us): other shards only by
+ * trylock, since waiting while holding s could deadlock. */
+static bool sl_shm_reserve(struct sluice *l, struct sl_shm_shard *s, uint64_t now)
+{
+    struct sl_shm *m = l->shm;
+    uint64_t n = sl_load_rlx(&m->hdr->nkeys), budget = SL_ROOM_SCAN;
+
+    for (int pass = 0; pass < 2; pass++) {
+        while (n < l->max_keys)
+            if (atomic_compare_exchange_weak_explicit(&m->hdr->nkeys, &n, n + 1,
+                                                      memory_order_relaxed, memory_order_relaxed))
+                return true;
+        if (pass == 1 || sl_shm_reap_some(l, s, now, &budget, SL_ROOM_REMOVE) != 0)
+            continue;
+        for (unsigned k = 1; k < l->nshards && budget > 0; k++) {
+            unsigned next = atomic_fetch_add_explicit(&m->hdr->reap_next, 1, memory_order_relaxed);
+            struct sl_shm_shard *o = &m->shards[next & (l->nshards - 1)];
+            size_t freed;
+            if (o == s || !sl_shm_trylock(l, o))
+                continue;
+            freed = sl_shm_reap_some(l, o, now, &budget, SL_ROOM_REMOVE);
+            sl_shm_release(o);
+            if (freed != 0)
+                break;
+        }
+        n = sl_load_rlx(&m->hdr->nkeys);
+    }
+    return false;
+}
+
+/* No room for g's key: max_keys, or (rarely) no free entry or slot in its
+ * shard; the limiter's when_full decides. */
+static void sl_shm_full(struct sl_target *g, struct sl_policy *pol, uint64_t now)
+{
+    sl_count(&g->l->shm->hdr->full, 1);
+    g->flags |= SLUICE_F_FULL;
+    sl_target_use(g, NULL, pol, now);
+}
+
+static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t now)
+{
+    struct sluice *l = g->l;
+    struct sl_shm *m = l->shm;
+    struct sl_shm_shard *s = sl_shm_shard(m, g->h);
+    uint64_t idx = UINT64_MAX;
+    int rc = 0;
+
+    sl_shm_lock(l, s);
+    if (sl_shm_lookup(m, s, g->h, g->key, g->len, NULL) != NULL || sl_policy_stale(l, pol)) {
+        rc = -EAGAIN;
+    } else if (!sl_shm_reserve(l, s, now)) {
+        sl_shm_full(g, pol, now);
+    } else if ((idx = sl_shm_alloc(m)) == UINT64_MAX) {
+        sl_uncount(&m->hdr->nkeys, 1);
+        sl_shm_full(g, pol, now);
+    } else {
+        struct sl_entry *e =
+            sl_shm_init_entry(l, idx, g->key, g->len, pol, sl_shm_pin_token(l));
+        if (!sl_shm_place(l, s, g->h, idx)) {
+            sl_shm_free_unseen(m, idx);
+            sl_uncount(&m->hdr->nkeys, 1);
+            sl_shm_full(g, pol, now);
+        } else {
+            sl_count(&m->hdr->inserted, 1);
+            g->flags |= SLUICE_F_NEW_KEY;
+            if (g->pinned != NULL) /* an earlier insert of this call, since replaced */
+                atomic_store_explicit(&g->pinned->pinned, 0, memory_order_release);
+            g->pinned = e;
+            sl_target_use(g, e, pol, now);
+        }
+    }
+    sl_shm_unlock(l, s);
+    return rc;
+}
+
+/* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
+ * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
+ * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free. */
+int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
+                       const struct sl_policy *from, const struct sl_policy *to, bool carry,
+                       uint64_t now)
+{
+    struct sl_shm *m = l->shm;
+    uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot), last;
+    struct sl_entry *ne;
+
+    if (idx == UINT64_MAX)
+        return -ENOMEM;
+    if (!sl_entry_freeze_pol(e, from)) {
+        sl_shm_free_unseen(m, idx);
+        return -EAGAIN;
+    }
+    ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
+    if (carry)
+        sl_policy_carry(from, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
+    sl_store_rlx(&ne->last_ns, sl_load_rlx(&e->last_ns));
+    /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
+    atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
+    sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
+    return 0;
+}
+
+static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_policy *from,
+                          struct sl_policy *to, bool carry, uint64_t now)
+{
+    struct sluice *l = g->l;
+    struct sl_shm *m = l->shm;
+    struct sl_shm_shard *s = sl_shm_shard(m, g->h);
+    sl_aword *slot;
+    int rc = -EAGAIN;
+
+    sl_shm_lock(l, s);
+    if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to))
+        rc = sl_shm_swap(l, slot, e, from, to, carry, now);
+    sl_shm_unlock(l, s);
+    return rc;
+}
+
+/* Bound on resolve rounds: each one that does not return saw the entry or
+ * the policy change; only a corrupt file keeps that up. */
+#define SL_RESOLVE_ROUNDS 1000
+#define SL_STARVED_ROUNDS 16
+#define SL_STARVED_WAITS 2000 /* about 2 s of naps at most */
+
+int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
+                   bool create)
+{
+    struct sluice *l = g->l;
+    struct sl_shm *m = l->shm;
+
+    unsigned starved = 0;
+
+    (void)t;
+    for (unsigned round = 0; round < SL_RESOLVE_ROUNDS; round++) {
+        struct sl_entry *e;
+        struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire), *pol;
+        /* a charge under a replaced generation is taken back (stale) and
+         * decided again: it must find the new one */
+        if (cur->shm_ref != sl_load_acq(l->shm_gen)) {
+            sl_shm_refresh(l);
+            cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+        }
+        e = sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
+        pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
+        int rc;
+
+        if (cost > cur->min_cap)
+            return -E2BIG;
+        if (e != NULL && pol == cur) {
+            sl_target_use(g, e, cur, now);
+            return 0;
+        }
+        if (e == NULL && !create) {
+            sl_target_use(g, NULL, cur, now);
+            return 0;
+        }
+        if (e != NULL && pol == NULL)
+            rc = -EAGAIN; /* migrated meanwhile (its generation is gone): look again */
+        else if (e != NULL)
+            rc = sl_shm_replace(g, e, pol, cur, true, now);
+        else if ((rc = sl_shm_insert(g, cur, now)) == 0)
+            return 0;
+        if (rc == -ENOMEM) {
+            /* No free entry: entries retired before this section began can
+             * come back while it runs (it holds back only the second of the
+             * two advances they need); after a few tries, end the section
+             * and wait outside it (sl_shm_starved). */
+            if (++starved == SL_STARVED_ROUNDS)
+                return -EAGAIN;
+            (void)sl_shm_advance(m, true);
+            rc = -EAGAIN;
+        }
+        if (rc != -EAGAIN && rc != 0)
+            return rc;
+    }
+    return -EPROTO;
+}
+
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round)
+{
+    if (round >= SL_STARVED_WAITS)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (g[i].l->shm != NULL && sl_shm_advance(g[i].l->shm, true))
+            return true;
+    if (round < 16)
+        sched_yield();
+    else
+        sl_shm_nap(1000);
+    return true;
+}
+
+void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
+{
+    struct sluice *l = g->l;
+    struct sl_shm *m = l->shm;
+    struct sl_shm_shard *s = sl_shm_shard(m, g->h);
+    struct sl_entry *e = g->pinned;
+    struct sl_policy *pol = sl_shm_policy(l, e->polref);
+    sl_aword *slot;
+
+    sl_shm_lock(l, s);
+    if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
+        sl_entry_freeze_fresh_pol(e, pol, now)) {
+        sl_shm_remove(m, s, slot);
+        sl_uncount(&m->hdr->nkeys, 1);
+        sl_uncount(&m->hdr->inserted, 1);
+    }
+    sl_shm_unlock(l, s);
+}
+
+/* Thaw a published entry a dead writer froze (every shard locked). */
+static void sl_shm_thaw(struct sluice *l, struct sl_entry *e)
+{
+    const struct sl_policy *pol = sl_shm_policy(l, e->polref);
+
+    for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++) {
+        sl_aword *w = &e->w[pol->lim[i].off];
+        uint64_t v = sl_load_acq(w);
+        if (v & SL_DEAD)
+            sl_store_rel(w, v & ~SL_DEAD);
+    }
+}
+
+void sl_shm_reconcile(struct sluice *l)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_thread *t = sl_thread_get();
+    unsigned char *seen = calloc(m->pool / 8 + 1, 1);
+    uint64_t keys = 0, ep;
+
+    if (t != NULL)
+        sl_epoch_begin(t);
+    for (unsigned i = 0; i < l->nshards; i++)
+        sl_shm_lock(l, &m->shards[i]);
+    sl_store_rlx(&m->hdr->repair, 0);
+    ep = atomic_load_explicit(&m->hdr->epoch, memory_order_seq_cst);
+    for (unsigned i = 0; i < l->nshards; i++) {
+        struct sl_shm_shard *s = &m->shards[i];
+        sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
+        uint64_t live = 0, used = 0;
+        for (unsigned k = 0; k < 2; k++)
+            if (sl_load_rlx(&s->retired[k]) == UINT64_MAX)
+                sl_store_rlx(&s->retired[k], ep);
+        for (uint64_t j = 0; j < m->nslots; j++) {
+            uint64_t v = sl_load_rlx(&a[j]), idx = (v & SL_IDX_MASK) - 2;
+            struct sl_entry *e = sl_slot_entry(m, v);
+            used += v != 0;
+            if (e == NULL)
+                continue;
+            live++;
+            if (seen != NULL)
+                seen[idx / 8] |= (unsigned char)(1u << (idx % 8));
+            sl_shm_thaw(l, e);
+        }
+        sl_store_rlx(&s->live, live);
+        sl_store_rlx(&s->used, used);
+        keys += live;
+    }
+    sl_store_rlx(&m->hdr->nkeys, keys);
+    for (uint64_t idx = 0; seen != NULL && idx < m->pool; idx++)
+        if (!(seen[idx / 8] & (1u << (idx % 8))) && sl_load_acq(&m->states[idx]) == SL_ST_USED)
+            sl_shm_retire(m, idx); /* allocated by a dead writer, never published */
+    for (unsigned i = l->nshards; i-- > 0;)
+        sl_shm_release(&m->shards[i]);
+    if (t != NULL)
+        sl_epoch_end(t);
+    free(seen);
+}

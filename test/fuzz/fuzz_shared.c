@@ -1,0 +1,45 @@
+/*
+ * Attaching to a shared limiter's file (sluice_open_shared) of any content:
+ * the input is the file image (the corpus holds valid images to mutate).
+ * Attach returns 0 or -EPROTO (-EINVAL for a custom-clock file), never
+ * crashes or hangs; an attached file answers lock-free reads (peek, stats)
+ * with a decision or an error, and detaches.  The image lives in a memfd
+ * opened by its /proc/self/fd path, so runs leave nothing behind.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char path[64];
+    sluice_t *l = NULL;
+    struct sluice_stats st;
+    int fd = memfd_create("sluice-fuzz", MFD_CLOEXEC), rc;
+
+    if (fd < 0)
+        return 0;
+    if (size > 0 && write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    rc = sluice_open_shared(path, NULL, 0, &l);
+    if (rc != 0 && rc != -EPROTO && rc != -EINVAL && rc != -ENOMEM)
+        abort();
+    if (rc == 0) {
+        static const char *keys[] = {"", "a", "key-1", "client-42"};
+        for (unsigned i = 0; i < 4; i++) {
+            int d = sluice_peek_at(l, keys[i], __builtin_strlen(keys[i]), 1, 1000000000, NULL);
+            if (d != SLUICE_ALLOW && d != SLUICE_DENY && d != -EPROTO && d != -E2BIG)
+                abort();
+        }
+        sluice_stats(l, &st);
+        sluice_destroy(l);
+    }
+    close(fd);
+    return 0;
+}

@@ -1,0 +1,171 @@
+/*
+ * Shared limiters, what a killed process leaves behind, made on purpose
+ * (internals: src/shm.h) rather than by chance as in shared_chaos:
+ *   - a writer killed holding a shard lock, with a published entry frozen,
+ *     an entry allocated and never published, and a key reserved: the next
+ *     caller takes the lock over, the key decides with its state intact,
+ *     the count is right again and the lost entry comes back;
+ *   - a process killed inside a section (left a zombie, not waited for) and
+ *     a record whose pid is alive but whose start time is another process's
+ *     (a reused pid): neither stalls the reuse of memory, checked by cycling
+ *     many times more keys through the table than it has entries.
+ * A watchdog (alarm) turns a hang into a failure.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+#include "shm.h"
+
+#define S NS_PER_S
+static const uint64_t T = UINT64_C(7000) * NS_PER_S;
+
+static struct sluice_config cfg10(size_t max_keys)
+{
+    struct sluice_config cfg;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_FIXED_WINDOW, 10, S);
+    cfg.max_keys = max_keys;
+    cfg.max_key_len = 32;
+    cfg.shards = 2;
+    return cfg;
+}
+
+static struct sl_entry *find(sluice_t *l, const char *key)
+{
+    struct sl_shm *m = l->shm;
+
+    for (uint64_t i = 0; i < m->pool; i++) {
+        struct sl_entry *e = sl_shm_entry(m, i);
+        if (atomic_load(&m->states[i]) == SL_ST_USED && e->key_len == strlen(key) &&
+            memcmp(sl_shm_key(m, e), key, e->key_len) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static void test_dead_writer(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    uint64_t lost = UINT64_MAX, n = 0;
+    struct sluice_stats st;
+    int pfd[2], status;
+    pid_t pid;
+
+    CHECK_EQ(sluice_acquire_at(l, "victim", 6, 3, T, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "other", 5, 1, T, NULL), SLUICE_ALLOW);
+    CHECK(pipe(pfd) == 0);
+    if ((pid = fork()) == 0) {
+        uint64_t h = sl_hash(&l->hkey, "victim", 6);
+        struct sl_shm_shard *s = &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
+        struct sl_entry *e = find(l, "victim");
+        uint64_t idx;
+        (void)sl_shm_word_lock(l, &s->lock, true);
+        sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would */
+        idx = sl_shm_alloc(m);                           /* its new entry */
+        atomic_fetch_add(&m->hdr->nkeys, 1);             /* a reservation */
+        if (write(pfd[1], &idx, sizeof(idx)) != sizeof(idx))
+            _exit(1);
+        raise(SIGKILL);
+    }
+    CHECK(read(pfd[0], &lost, sizeof(lost)) == sizeof(lost));
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK(lost < m->pool && atomic_load(&m->states[lost]) == SL_ST_USED);
+    alarm(30);
+    /* the key decides, with the 3 units charged before the crash */
+    while (sluice_acquire_at(l, "victim", 6, 1, T, NULL) == SLUICE_ALLOW)
+        n++;
+    CHECK_U64(n, 7);
+    alarm(0);
+    sluice_stats(l, &st);
+    CHECK_U64(st.keys, 2);                                     /* the reservation undone */
+    CHECK((atomic_load(&m->states[lost]) & 3) == SL_ST_LIMBO); /* coming back */
+    for (unsigned i = 0; i < l->nshards; i++)
+        CHECK_U64(atomic_load(&m->shards[i].lock), 0);
+    CHECK_U64(atomic_load(&m->hdr->repair), 0);
+    sluice_destroy(l);
+    close(pfd[0]);
+    close(pfd[1]);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/* Cycle many times more keys than entries through the table: each round
+ * inserts max_keys new keys and reaps them all at a later time. */
+static void churn(sluice_t *l, size_t max_keys, unsigned rounds, const char *what)
+{
+    static uint64_t t = T; /* on from the previous churn: reaps set a floor */
+    unsigned full = 0;
+
+    for (unsigned r = 0; r < rounds; r++) {
+        t += 10 * S;
+        for (size_t k = 0; k < max_keys; k++) {
+            char key[32];
+            struct sluice_result res;
+            int n = snprintf(key, sizeof(key), "r%u-k%zu", r, k);
+            CHECK_EQ(sluice_acquire_at(l, key, (size_t)n, 1, t, &res), SLUICE_ALLOW);
+            full += (res.flags & SLUICE_F_FULL) != 0;
+        }
+        CHECK_U64(sluice_reap(l, t + 5 * S), max_keys - 0);
+    }
+    if (full != 0)
+        fprintf(stderr, "%s: %u new keys found no free entry\n", what, full);
+    CHECK_EQ(full, 0);
+}
+
+static void test_dead_section(const char *path)
+{
+    enum { MAX = 16 };
+    struct sluice_config cfg = cfg10(MAX);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    struct sl_shm_proc *fake;
+    int status;
+    pid_t pid;
+
+    if ((pid = fork()) == 0) {
+        (void)sl_shm_enter(l); /* and never leaves */
+        raise(SIGKILL);
+    }
+    /* not waited for yet: a zombie holds the section */
+    while (kill(pid, 0) == 0) {
+        char p[64], st = 0;
+        FILE *f;
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+        if ((f = fopen(p, "r")) == NULL)
+            break;
+        if (fscanf(f, "%*d %*s %c", &st) != 1)
+            st = 0;
+        fclose(f);
+        if (st == 'Z')
+            break;
+    }
+    alarm(60);
+    churn(l, MAX, 40, "dead section (zombie)");
+    waitpid(pid, &status, 0);
+    /* a live pid with another process's start time: a reused pid */
+    fake = &m->procs[SL_SHM_PROCS - 1];
+    atomic_store(&fake->start, 12345);
+    atomic_store(&fake->cnt[0], 1);
+    atomic_store(&fake->cnt[1], 1);
+    atomic_store(&fake->owner, (uint64_t)(uint32_t)getpid() | (UINT64_C(77) << 32));
+    atomic_store(&m->hdr->procs_hi, SL_SHM_PROCS);
+    churn(l, MAX, 40, "reused pid");
+    CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+int main(void)
+{
+    char path[256];
+
+    t_shm_path(path, sizeof(path), "repair");
+    test_dead_writer(path);
+    test_dead_section(path);
+    return t_done("shared_repair");
+}
