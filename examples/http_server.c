@@ -34,7 +34,8 @@
  *   ip   fixed 1000 1d
  *   user gcra  5    1s
  *   user fixed 500  1d
- * algorithms: gcra fixed sliding log approx; periods: N followed by ms s m h d.
+ * algorithms: gcra fixed sliding log approx; periods: N followed by ms s m h d;
+ * a gcra line may end with "burst N" (default: the count).
  */
 #include <arpa/inet.h>
 #include <errno.h>
