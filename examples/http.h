@@ -65,4 +65,25 @@ sluice_t *http_make_limiter(const struct sluice_policy *p, const char *name);
  * printing why. */
 int http_listen(const char *addr, long port);
 
+/* Pre-fork mode (http_prefork.c): workers sharing limiters in files. */
+struct http_prefork {
+    int workers;
+    int lfd;                 /* the listening socket, shared by the workers */
+    const char *limits;      /* re-read on SIGHUP */
+    char ip_path[256], user_path[256];
+    /* a worker's life (in the child); returns its exit status */
+    int (*worker)(int lfd, const struct http_prefork *pf, void *arg);
+    void *arg;
+};
+
+/* Attach this process to both; 0 or -errno (after printing why). */
+int http_shared_attach(const struct http_prefork *pf, struct http_limiters *lim);
+/* Make the shared limiters (files PREFIX-ip and PREFIX-user; prefix NULL:
+ * /dev/shm/sluice-http-PORT), bind, fork the workers and supervise them
+ * until SIGTERM/SIGINT; returns the exit status. */
+int http_prefork_main(const char *addr, long port, int workers, const char *prefix,
+                      const char *limits, const struct sluice_policy *ip,
+                      const struct sluice_policy *user,
+                      int (*worker)(int lfd, const struct http_prefork *pf, void *arg), void *arg);
+
 #endif

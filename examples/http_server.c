@@ -7,7 +7,7 @@
  * answers both limiters' counters in the Prometheus text format.
  *
  *   sluice-http [-p PORT] [-f LIMITS] [-a ADDRESS] [-t SECONDS] [-c CONNS]
- *               [-C CONNS_PER_IP]
+ *               [-C CONNS_PER_IP] [-w WORKERS] [-s SHARED_PREFIX]
  *
  * One thread, non-blocking sockets, one epoll loop, so no client can hold
  * the others up:
@@ -23,12 +23,19 @@
  * Connections are kept alive (HTTP/1.1 default, HTTP/1.0 on request), and
  * pipelined requests are answered in order.
  *
+ * -w N forks N worker processes that share the listening socket and two
+ * limiters in files (-s PREFIX, default /dev/shm/sluice-http-PORT, then
+ * -ip and -user): the limits hold across all workers, SIGHUP to the parent
+ * reloads them for every worker, a worker that dies is replaced
+ * (http_prefork.c).
+ *
  * LIMITS, one limit per line ("#" starts a comment):
  *   ip   gcra  10   1s
  *   ip   fixed 1000 1d
  *   user gcra  5    1s
  *   user fixed 500  1d
- * algorithms: gcra fixed sliding log approx; periods: N followed by ms s m h d.
+ * algorithms: gcra fixed sliding log approx; periods: N followed by ms s m h d;
+ * a gcra line may end with "burst N" (default: the count).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,6 +86,8 @@ struct server {
     uint64_t now, timeout_ms, accept_resume;
     bool accept_paused, quit;
     size_t nconns, max_conns, max_per_ip;
+    /* pre-fork workers reap the shared limiters themselves (no threads) */
+    uint64_t reap_every_ms, reap_at;
     /* Every deadline is now + timeout_ms with a clock that never goes back,
      * so appending keeps the list sorted: the next expiry is its head. */
     struct conn *head, *tail;
@@ -453,6 +462,8 @@ static int next_wait(const struct server *s)
         until = s->head->deadline;
     if (s->accept_paused && s->accept_resume < until)
         until = s->accept_resume;
+    if (s->reap_every_ms != 0 && s->reap_at < until)
+        until = s->reap_at;
     if (until == UINT64_MAX)
         return -1;
     return until <= s->now ? 0 : until - s->now > INT_MAX ? INT_MAX : (int)(until - s->now);
@@ -484,22 +495,97 @@ static int serve(struct server *s)
             conn_expire(s, s->head);
         if (s->accept_paused && s->accept_resume <= s->now)
             set_listening(s, true);
+        if (s->reap_every_ms != 0 && s->reap_at <= s->now) {
+            (void)sluice_reap(s->lim.ip, sluice_now(s->lim.ip));
+            (void)sluice_reap(s->lim.user, sluice_now(s->lim.user));
+            s->reap_at = s->now + s->reap_every_ms;
+        }
     }
     return 0;
 }
 
+/*
+ * The limiters and the listening socket are set: take the signals in sigs
+ * through a signalfd, and serve until SIGTERM or SIGINT.
+ */
+static int run(struct server *s, const sigset_t *sigs, bool worker)
+{
+    /* Pre-fork workers all wait on the one socket and all wake; one
+     * accepts.  (EPOLLEXCLUSIVE wakes one, and hands nearly every
+     * connection to the same worker.) */
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &s->sfd};
+    int rc = 1;
+
+    if ((s->sfd = signalfd(-1, sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
+        (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        perror("signalfd/epoll_create1");
+        goto out;
+    }
+    if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &lev) != 0 ||
+        epoll_ctl(s->ep, EPOLL_CTL_ADD, s->sfd, &sev) != 0) {
+        perror("epoll_ctl");
+        goto out;
+    }
+    s->now = now_ms();
+    s->reap_at = s->now + s->reap_every_ms;
+    rc = serve(s);
+    if (!worker)
+        fprintf(stderr, "sluice-http: stopping, %zu connection(s) closed\n", s->nconns);
+out:
+    while (s->head != NULL)
+        conn_close(s, s->head);
+    if (s->sfd >= 0)
+        close(s->sfd);
+    if (s->ep >= 0)
+        close(s->ep);
+    return rc;
+}
+
+/* A pre-fork worker: attach to the shared limiters and serve; proto holds
+ * the options. */
+static int worker_main(int lfd, const struct http_prefork *pf, void *proto)
+{
+    struct server s = *(const struct server *)proto;
+    sigset_t sigs;
+    int rc;
+
+    /* SIGHUP is the supervisor's: it reloads the shared limiters for all */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    if (signal(SIGHUP, SIG_IGN) == SIG_ERR || pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0)
+        return 1;
+    if (http_shared_attach(pf, &s.lim) != 0)
+        return 1;
+    s.lfd = lfd;
+    s.reap_every_ms = 1000;
+    rc = run(&s, &sigs, true);
+    sluice_destroy(s.lim.ip);
+    sluice_destroy(s.lim.user);
+    close(lfd);
+    return rc;
+}
+
+static int usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [-p PORT] [-f LIMITS] [-a ADDRESS] [-t SECONDS] [-c CONNS] "
+                    "[-C CONNS_PER_IP] [-w WORKERS] [-s SHARED_PREFIX]\n", argv0);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    const char *addr = "127.0.0.1";
+    const char *addr = "127.0.0.1", *prefix = NULL;
     struct server s = {.path = "limits.conf", .timeout_ms = 5000, .max_conns = 1024,
                        .max_per_ip = 128, .ep = -1, .lfd = -1, .sfd = -1};
     struct sluice_policy ip_pol, user_pol;
     struct rlimit rl;
-    double port = 8080, v;
+    double port = 8080, v, workers = 0;
     sigset_t sigs;
     int opt, rc;
 
-    while ((opt = getopt(argc, argv, "p:f:a:t:c:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:f:a:t:c:C:w:s:")) != -1) {
         if (opt == 'p' && parse_num(optarg, 0, 65535, &port))
             port = (long)port;
         else if (opt == 'f')
@@ -512,11 +598,12 @@ int main(int argc, char **argv)
             s.max_conns = (size_t)v;
         else if (opt == 'C' && parse_num(optarg, 1, 1e6, &v))
             s.max_per_ip = (size_t)v;
-        else {
-            fprintf(stderr, "usage: %s [-p PORT] [-f LIMITS] [-a ADDRESS] [-t SECONDS] "
-                            "[-c CONNS] [-C CONNS_PER_IP]\n", argv[0]);
-            return 2;
-        }
+        else if (opt == 'w' && parse_num(optarg, 0, 256, &workers))
+            workers = (int)workers;
+        else if (opt == 's')
+            prefix = optarg;
+        else
+            return usage(argv[0]);
     }
     /* leave descriptors for the listener, epoll, signalfd and stdio */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
@@ -528,49 +615,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", s.path, sluice_strerror(rc));
         return 1;
     }
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+        return 1;
+    if (workers > 0)
+        return http_prefork_main(addr, (long)port, (int)workers, prefix, s.path, &ip_pol,
+                                 &user_pol, worker_main, &s);
     /* Blocked before the limiters start their reaper threads, which inherit
      * the mask: the signals then arrive only through the signalfd. */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
-    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0) {
         fprintf(stderr, "sluice-http: cannot block signals\n");
         return 1;
     }
     s.lim.ip = http_make_limiter(&ip_pol, "ip");
     s.lim.user = http_make_limiter(&user_pol, "user");
     rc = 1;
-    if (s.lim.ip == NULL || s.lim.user == NULL)
-        goto out;
-    if ((s.sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
-        (s.ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-        perror("signalfd/epoll_create1");
-        goto out;
-    }
-    if ((s.lfd = http_listen(addr, (long)port)) < 0)
-        goto out;
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &s.lfd};
-    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &s.sfd};
-    if (epoll_ctl(s.ep, EPOLL_CTL_ADD, s.lfd, &lev) != 0 ||
-        epoll_ctl(s.ep, EPOLL_CTL_ADD, s.sfd, &sev) != 0) {
-        perror("epoll_ctl");
-        goto out;
-    }
-    fprintf(stderr, "sluice-http: listening on %s:%ld, limits from %s, timeout %.3f s\n", addr,
-            (long)port, s.path, (double)s.timeout_ms / 1000);
-    s.now = now_ms();
-    rc = serve(&s);
-    fprintf(stderr, "sluice-http: stopping, %zu connection(s) closed\n", s.nconns);
-out:
-    while (s.head != NULL)
-        conn_close(&s, s.head);
-    if (s.lfd >= 0)
+    if (s.lim.ip != NULL && s.lim.user != NULL && (s.lfd = http_listen(addr, (long)port)) >= 0) {
+        fprintf(stderr, "sluice-http: listening on %s:%ld, limits from %s, timeout %.3f s\n",
+                addr, (long)port, s.path, (double)s.timeout_ms / 1000);
+        rc = run(&s, &sigs, false);
         close(s.lfd);
-    if (s.sfd >= 0)
-        close(s.sfd);
-    if (s.ep >= 0)
-        close(s.ep);
+    }
     sluice_destroy(s.lim.ip);
     sluice_destroy(s.lim.user);
     return rc;

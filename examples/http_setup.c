@@ -42,8 +42,8 @@ int http_load_limits(const char *path, struct sluice_policy *ip_out,
 {
     static const char *algos[] = {"gcra", "fixed", "sliding", "log", "approx"};
     struct sluice_policy ip = {0}, user = {0};
-    char line[256], who[16], algo[16], period[32];
-    unsigned long long count;
+    char line[256], who[16], algo[16], period[32], kw[16];
+    unsigned long long count, burst;
     FILE *f = fopen(path, "r");
     int rc = 0;
 
@@ -54,7 +54,9 @@ int http_load_limits(const char *path, struct sluice_policy *ip_out,
         int a = -1;
         if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0')
             continue;
-        if (sscanf(line, "%15s %15s %llu %31s", who, algo, &count, period) != 4 ||
+        int fields = sscanf(line, "%15s %15s %llu %31s %15s %llu", who, algo, &count, period, kw,
+                            &burst);
+        if ((fields != 4 && (fields != 6 || strcmp(kw, "burst") != 0 || strcmp(algo, "gcra") != 0)) ||
             parse_period(period, &ns) != 0) {
             rc = -EINVAL;
             break;
@@ -66,6 +68,8 @@ int http_load_limits(const char *path, struct sluice_policy *ip_out,
                                   : strcmp(who, "user") == 0 ? &user
                                                              : NULL;
         rc = a < 0 || p == NULL ? -EINVAL : sluice_policy_add(p, (enum sluice_algo)a, count, ns);
+        if (rc == 0 && fields == 6)
+            p->limits[p->nlimits - 1].burst = burst;
     }
     if (rc == 0 && ferror(f))
         rc = -EIO;
