@@ -465,10 +465,13 @@ static void sl_touch(struct sl_target *g, uint64_t at)
      * raise or this load sees the freeze.  Both are locked RMWs and a
      * plain load on x86. */
     for (int hops = 0; e != NULL && hops < 4; hops++) {
+        struct sl_entry *next;
         sl_time_raise_sc(&e->last_ns, at);
-        if (!(atomic_load_explicit(&e->w[e->pol->lim[0].off], memory_order_seq_cst) & SL_DEAD))
+        /* w[0]: the first limit's control word, frozen first (and the
+         * entry's policy is not at hand for a shared limiter's entries) */
+        if (!(atomic_load_explicit(&e->w[0], memory_order_seq_cst) & SL_DEAD))
             return;
-        struct sl_entry *next = sl_table_get(g->s, g->h, g->key, g->len);
+        next = g->l->shm != NULL ? sl_shm_find(g) : sl_table_get(g->s, g->h, g->key, g->len);
         if (next == e)
             return;
         e = next;

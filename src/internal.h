@@ -500,6 +500,8 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
                    bool create);
 /* The fast path's lookup: an existing entry under the current policy, else NULL. */
 struct sl_entry *sl_shm_get_current(struct sl_target *g);
+/* g's key's entry in the file, whatever its policy (NULL: absent). */
+struct sl_entry *sl_shm_find(const struct sl_target *g);
 void sl_shm_wait(struct sl_target *g);
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);

@@ -117,6 +117,13 @@ struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_
     return NULL;
 }
 
+struct sl_entry *sl_shm_find(const struct sl_target *g)
+{
+    struct sl_shm *m = g->l->shm;
+
+    return sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
+}
+
 struct sl_entry *sl_shm_get_current(struct sl_target *g)
 {
     struct sl_shm *m = g->l->shm;
@@ -251,8 +258,8 @@ static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_po
         (void)atomic_compare_exchange_strong_explicit(&e->pinned, &pin, 0, memory_order_relaxed,
                                                       memory_order_relaxed);
     }
-    if (l->idle_ttl_ns != 0 &&
-        (sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
+    /* idle at now, as sl_entry_freeze_if_idle: never a key admitted later */
+    if ((sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
         return false;
     return sl_entry_freeze_fresh_pol(e, pol, now);
 }
@@ -380,7 +387,8 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
     if (carry)
         sl_policy_carry(from, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
-    sl_store_rlx(&ne->last_ns, sl_load_rlx(&e->last_ns));
+    /* seq_cst: after the freeze's fence (sl_entry_freeze_pol, sl_touch) */
+    sl_store_rlx(&ne->last_ns, atomic_load_explicit(&e->last_ns, memory_order_seq_cst));
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
