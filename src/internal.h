@@ -49,6 +49,13 @@ static inline uint64_t sl_min64(uint64_t a, uint64_t b) { return a < b ? a : b; 
 static inline uint64_t sl_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t sl_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 static inline uint64_t sl_u128_sat(sl_u128 v) { return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v; }
+static inline bool sl_zero(const uint64_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != 0)
+            return false;
+    return true;
+}
 /* Bits needed to hold v (0 for 0). */
 static inline unsigned sl_bits(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0u; }
 
@@ -93,6 +100,8 @@ bool sl_policy_tryref(struct sl_policy *p);
 void sl_policy_unref(struct sl_policy *p);
 /* Free a policy that was never published. */
 void sl_policy_discard(struct sl_policy *p);
+/* The policy's reserved words are zero (else -EINVAL: see sluice.h). */
+bool sl_policy_reserved_zero(const struct sluice_policy *p);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state exactly (never
  * refilled, even when the count was lowered), others start fresh. */
@@ -385,16 +394,14 @@ size_t sl_epoch_records(void);
 /* Reclaim what this thread retired, waiting for readers; outside sections only. */
 void sl_epoch_drain(struct sl_thread *t);
 
-/* A batch of entries retired with one epoch callback (reaping, replacing). */
+/* A batch of entries retired with one epoch callback (reaping, replacing;
+ * entry.c). */
 struct sl_limbo;
 struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
 /* Add e; false if the batch is full. */
 bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e);
 bool sl_limbo_full(const struct sl_limbo *b);
 void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b);
-
-int sl_reaper_start(struct sluice *l);
-void sl_reaper_stop(struct sluice *l);
 
 /* ---- allocation with accounting (alloc.c) ---------------------------- */
 
@@ -409,7 +416,7 @@ void sl_unaccount(sl_aword *acct, size_t size);
 void sl_test_fail_alloc(unsigned long nth, bool every);
 
 
-/* ---- decisions (decide.c), administration (admin.c) ------------------ */
+/* ---- keys into the table (insert.c), used by decide.c and admin.c ---- */
 
 /* One key of a decision, as it is resolved. */
 struct sl_target {
@@ -441,9 +448,20 @@ static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol
  * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
                      struct sl_policy *to, bool carry, uint64_t now);
-/* Make room for one more key (reserving it), reaping this locked shard if needed. */
-bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap);
+/* Insert g's key under pol, inside an epoch section: 0 (*out the entry),
+ * -ENOSPC (no room at max_keys, even after reaping), -EAGAIN (inserted
+ * meanwhile, or pol is a default policy since replaced: look again) or
+ * -ENOMEM.  pin: published pinned (sl_entry.pinned) for the caller's
+ * decision.  exhaustive: room is sought in every shard, not a bounded scan. */
+int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol, uint64_t now,
+                  bool pin, bool exhaustive, struct sl_entry **out);
 int sl_key_check(struct sluice *l, const void *key, size_t len);
+
+/* ---- the background reaper (reaper.c) -------------------------------- */
+
+/* Started by sluice_create when reap_interval_ns is set, stopped by destroy. */
+int sl_reaper_start(struct sluice *l);
+void sl_reaper_stop(struct sluice *l);
 
 /* ---- clock (clock.c), limiter helpers --------------------------------- */
 
@@ -451,6 +469,5 @@ uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
 /* The clock a limiter asked for, or the one it gets instead (TSC unusable). */
 enum sluice_clock sl_clock_resolve(enum sluice_clock c);
 int sl_config_check(const struct sluice_config *cfg);
-bool sl_policy_reserved_zero(const struct sluice_policy *p);
 
 #endif

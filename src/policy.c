@@ -152,3 +152,13 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
             tl->ops->carry(src, from_w + src->off, tl, to_w + tl->off, now);
     }
 }
+
+/* Reserved words are zero: a feature of a later minor version is refused
+ * by this one, never ignored (see "Binary compatibility" in sluice.h). */
+bool sl_policy_reserved_zero(const struct sluice_policy *p)
+{
+    for (unsigned i = 0; i < SLUICE_MAX_LIMITS; i++)
+        if (!sl_zero(p->limits[i].reserved, 2))
+            return false;
+    return true;
+}
