@@ -98,6 +98,8 @@ int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def);
 int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_policy **out);
 bool sl_policy_tryref(struct sl_policy *p);
 void sl_policy_unref(struct sl_policy *p);
+/* Drop n references at once (a batch of freed entries). */
+void sl_policy_unref_n(struct sl_policy *p, uint64_t n);
 /* Free a policy that was never published. */
 void sl_policy_discard(struct sl_policy *p);
 /* The policy's reserved words are zero (else -EINVAL: see sluice.h). */
@@ -361,6 +363,8 @@ int sl_arena_class(size_t size);
 /* Cache-line aligned; slabs and large blocks are accounted to acct. */
 void *sl_arena_alloc(struct sl_arena *a, size_t size);
 void sl_arena_free(struct sl_arena *a, void *p, size_t size);
+/* n blocks (p[i] of size[i] bytes) under one lock. */
+void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, size_t n);
 
 /* ---- epoch reclamation (epoch.c) ------------------------------------- */
 

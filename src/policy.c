@@ -120,9 +120,14 @@ void sl_policy_discard(struct sl_policy *p)
 
 void sl_policy_unref(struct sl_policy *p)
 {
+    sl_policy_unref_n(p, 1);
+}
+
+void sl_policy_unref_n(struct sl_policy *p, uint64_t n)
+{
     struct sl_thread *t;
 
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+    if (atomic_fetch_sub_explicit(&p->refs, n, memory_order_acq_rel) != n)
         return;
     t = sl_thread_get();
     if (t != NULL)
