@@ -31,8 +31,8 @@
 
 static const char *const algo_names[] = {"gcra", "fixed", "sliding", "log", "approx"};
 static const char *const dist_names[] = {"hot", "uniform", "zipf", "split"};
-static const char *const part_names[] = {"baselines", "algorithms", "memory",
-                                         "reap",      "accuracy",   "race"};
+static const char *const part_names[] = {"baselines", "algorithms", "memory", "reap",
+                                         "accuracy",  "race",       "targets"};
 
 static _Noreturn void help(void)
 {
@@ -54,6 +54,8 @@ static _Noreturn void help(void)
            "                    reap        reaping idle keys while another thread decides\n"
            "                    accuracy    most admitted in any 1 s under a 100/s limit\n"
            "                    race        naive GET/decide/SET vs sluice on one key\n"
+           "                    targets     issue 12's ratios side by side: floor, mutex tables,\n"
+           "                                stacked limits, acquire_all, batch, TSC vs Go\n"
            "  --threads LIST  thread counts for baselines and algorithms, each 1..%d,\n"
            "                  at most %d values (default 1,2)\n"
            "  --keys LIST     key counts for baselines and algorithms, each 1..%llu,\n"
@@ -540,7 +542,8 @@ int main(int argc, char **argv)
     parse(argc, argv, &o);
     p_base = o.part_on[PART_BASELINES];
     p_alg = o.part_on[PART_ALGORITHMS];
-    p_csv = p_base || p_alg || o.part_on[PART_MEMORY] || o.part_on[PART_REAP];
+    p_csv = p_base || p_alg || o.part_on[PART_MEMORY] || o.part_on[PART_REAP] ||
+            o.part_on[PART_TARGETS];
     if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
         perror(o.out);
         return 1;
@@ -575,6 +578,8 @@ int main(int argc, char **argv)
         bench_accuracy(&o);
     if (o.part_on[PART_RACE])
         bench_race(&o);
+    if (o.part_on[PART_TARGETS])
+        bench_targets(&o, csv);
     progress("done");
     fputs("\n", stderr);
     if (csv)

@@ -23,7 +23,7 @@ says() { grep -qF -- "$1" "$tmp/err" || fail "stderr lacks '$1': $(head -1 "$tmp
 run 0 --help
 for opt in --out --only --threads --keys --algos --dist --ops --cost --quick --no-plots --help \
            gcra fixed sliding log approx hot uniform zipf split \
-           baselines algorithms memory reap accuracy race default Examples; do
+           baselines algorithms memory reap accuracy race targets default Examples; do
     grep -qF -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
 done
 [ -s "$tmp/err" ] && fail "--help wrote to stderr"
@@ -56,7 +56,7 @@ run 2 --keys 1000 --dist hot; says "no case"
 # The smallest real run: every part, one key, one thread, one algorithm.
 run 0 --quick --ops 10000 --keys 1 --threads 1 --algos gcra --dist hot --no-plots \
       --out "$tmp/run"
-for text in "admitted" "Accuracy" "Read-then-write race"; do
+for text in "admitted" "Accuracy" "Read-then-write race" "Issue 12 targets"; do
     grep -qF "$text" "$tmp/out" || fail "tiny run printed no '$text'"
 done
 for f in results.csv accuracy.csv plots.gp; do
