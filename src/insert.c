@@ -23,28 +23,6 @@
 #define SL_FULL_SCAN 1024
 #define SL_FULL_REMOVE 16
 #define SL_FULL_QUIET_NS 100
-void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len)
-{
-    /* every field but the receipts (written before read) */
-    g->e = NULL;
-    g->pol = NULL;
-    g->w = NULL;
-    g->flags = 0;
-    g->charged = 0;
-    g->pinned = NULL;
-    g->l = l;
-    g->key = key;
-    g->len = len;
-    g->h = sl_hash(&l->hkey, key, len);
-    g->s = sl_shard_of(l, g->h);
-}
-
-int sl_key_check(struct sluice *l, const void *key, size_t len)
-{
-    if (l == NULL || (key == NULL && len > 0))
-        return -EINVAL;
-    return len > l->max_key_len ? -ENAMETOOLONG : 0;
-}
 
 static bool sl_key_take(struct sluice *l)
 {
