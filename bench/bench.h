@@ -29,7 +29,7 @@ enum engine {
 
 /* The parts of a run, selectable with --only. */
 enum part { PART_BASELINES, PART_ALGORITHMS, PART_MEMORY, PART_REAP, PART_ACCURACY, PART_RACE,
-            PART_COUNT };
+            PART_TARGETS, PART_COUNT };
 
 struct options {
     const char *out;
@@ -88,6 +88,9 @@ void baseline_free(struct baseline *b);
 /* memory.c */
 void bench_memory(const struct options *o, FILE *csv);
 void bench_reap(const struct options *o, FILE *csv);
+
+/* targets.c */
+void bench_targets(const struct options *o, FILE *csv);
 
 /* accuracy.c */
 void bench_accuracy(const struct options *o);

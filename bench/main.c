@@ -31,8 +31,8 @@
 
 static const char *const algo_names[] = {"gcra", "fixed", "sliding", "log", "approx"};
 static const char *const dist_names[] = {"hot", "uniform", "zipf", "split"};
-static const char *const part_names[] = {"baselines", "algorithms", "memory",
-                                         "reap",      "accuracy",   "race"};
+static const char *const part_names[] = {"baselines", "algorithms", "memory", "reap",
+                                         "accuracy",  "race",       "targets"};
 
 static _Noreturn void help(void)
 {
@@ -46,7 +46,7 @@ static _Noreturn void help(void)
            "\n"
            "Options (LIST is comma-separated without spaces; --opt=VALUE works too):\n"
            "  --out DIR       output directory, created if missing (default bench-out)\n"
-           "  --only LIST     parts to run (default: all of them):\n"
+           "  --only LIST     parts to run (default: all of them but targets):\n"
            "                    baselines   sluice vs a global mutex, 256 striped mutexes and a\n"
            "                                CAS floor, GCRA (throughput, latency)\n"
            "                    algorithms  the five algorithms (throughput, latency)\n"
@@ -54,6 +54,9 @@ static _Noreturn void help(void)
            "                    reap        reaping idle keys while another thread decides\n"
            "                    accuracy    most admitted in any 1 s under a 100/s limit\n"
            "                    race        naive GET/decide/SET vs sluice on one key\n"
+           "                    targets     issue 12's ratios side by side: floor, mutex tables,\n"
+           "                                stacked limits, acquire_all, batch, TSC vs Go\n"
+           "                                (2^20 keys whatever --keys says; 2^16 with --quick)\n"
            "  --threads LIST  thread counts for baselines and algorithms, each 1..%d,\n"
            "                  at most %d values (default 1,2)\n"
            "  --keys LIST     key counts for baselines and algorithms, each 1..%llu,\n"
@@ -195,7 +198,7 @@ static void parse(int argc, char **argv, struct options *o)
     for (int d = 0; d < DIST_COUNT; d++)
         o->dists[d] = true;
     for (int p = 0; p < PART_COUNT; p++)
-        o->part_on[p] = true;
+        o->part_on[p] = p != PART_TARGETS; /* its own run: ~3 min, ~1 GB */
     for (int i = 1; i < argc; i++) {
         static const char *const with_value[] = {"--out",  "--only", "--threads", "--keys",
                                                  "--algos", "--dist", "--ops",     "--cost"};
@@ -540,7 +543,8 @@ int main(int argc, char **argv)
     parse(argc, argv, &o);
     p_base = o.part_on[PART_BASELINES];
     p_alg = o.part_on[PART_ALGORITHMS];
-    p_csv = p_base || p_alg || o.part_on[PART_MEMORY] || o.part_on[PART_REAP];
+    p_csv = p_base || p_alg || o.part_on[PART_MEMORY] || o.part_on[PART_REAP] ||
+            o.part_on[PART_TARGETS];
     if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
         perror(o.out);
         return 1;
@@ -575,6 +579,8 @@ int main(int argc, char **argv)
         bench_accuracy(&o);
     if (o.part_on[PART_RACE])
         bench_race(&o);
+    if (o.part_on[PART_TARGETS])
+        bench_targets(&o, csv);
     progress("done");
     fputs("\n", stderr);
     if (csv)

@@ -23,7 +23,7 @@ says() { grep -qF -- "$1" "$tmp/err" || fail "stderr lacks '$1': $(head -1 "$tmp
 run 0 --help
 for opt in --out --only --threads --keys --algos --dist --ops --cost --quick --no-plots --help \
            gcra fixed sliding log approx hot uniform zipf split \
-           baselines algorithms memory reap accuracy race default Examples; do
+           baselines algorithms memory reap accuracy race targets default Examples; do
     grep -qF -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
 done
 [ -s "$tmp/err" ] && fail "--help wrote to stderr"
@@ -62,6 +62,12 @@ done
 for f in results.csv accuracy.csv plots.gp; do
     [ -s "$tmp/run/$f" ] || fail "tiny run wrote no $f"
 done
+
+# The targets part, only when asked for: a quick run (2^16 keys) prints its table.
+grep -qF "Issue 12 targets" "$tmp/out" && fail "the default parts ran targets"
+run 0 --quick --ops 10000 --only targets --no-plots --out "$tmp/run2"
+grep -qF "Issue 12 targets" "$tmp/out" || fail "--only targets printed no table"
+grep -qF "bytes per key" "$tmp/out" || fail "--only targets printed no bytes per key"
 
 # One part only leaves the other parts' files alone.
 echo keep >"$tmp/run/results.csv"

@@ -3,50 +3,7 @@
  * All of them replace an entry by a new one under the shard lock, never
  * stopping decisions on other keys (or readers of the same shard).
  */
-#include <stdlib.h>
-
 #include "internal.h"
-
-int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
-                     struct sl_policy *to, bool carry, uint64_t now)
-{
-    struct sluice *l = g->l;
-    struct sl_entry *ne = NULL;
-    struct sl_limbo *batch = NULL;
-    int rc = sl_entry_new(l, to, g->key, g->len, &ne);
-
-    if (rc == 0 && (batch = sl_limbo_new(l, 1)) == NULL)
-        rc = -ENOMEM;
-    if (rc < 0)
-        goto out;
-    sl_shard_lock(g->s);
-    if (sl_table_get(g->s, g->h, g->key, g->len) != e || sl_policy_stale(l, to) ||
-        !sl_entry_freeze(e)) {
-        rc = -EAGAIN;
-    } else {
-        uint64_t last;
-        /* Read the state at the key's own latest admission: administrative
-         * calls pass the limiter clock, which _at callers may not use. */
-        if (carry)
-            sl_policy_carry(e->pol, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
-        /* seq_cst: after the freeze's fence (sl_entry_freeze) */
-        sl_store_rlx(&ne->last_ns, atomic_load_explicit(&e->last_ns, memory_order_seq_cst));
-        /* The key is present: its slot is overwritten in place, nothing can fail. */
-        if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
-            abort();
-        sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
-        sl_limbo_add(batch, e);
-        ne = NULL;
-    }
-    sl_shard_unlock(g->s);
-out:
-    if (ne != NULL)
-        sl_entry_discard(l, ne);
-    if (batch != NULL)
-        sl_limbo_retire(t, batch);
-    sl_epoch_poll(t);
-    return rc;
-}
 
 /* Replace g's existing entry (-ENOENT if absent) by one for the policy that
  * pick() chooses; loops while the entry changes under us. */
@@ -72,23 +29,7 @@ static int sl_admin_replace(struct sluice *l, const void *key, size_t len, struc
         struct sl_policy *dest = to;
         if (e == NULL && insert) {
             struct sl_entry *ne;
-            rc = sl_entry_new(l, to, key, len, &ne);
-            if (rc < 0)
-                break;
-            rc = -EAGAIN;
-            sl_shard_lock(g.s);
-            if (sl_table_get(g.s, g.h, key, len) == NULL) {
-                rc = !sl_key_reserve(l, g.s, now, true)           ? -ENOSPC
-                     : sl_table_insert_locked(g.s, g.h, ne) != 0 ? -ENOMEM
-                                                                   : 0;
-                if (rc == -ENOMEM)
-                    sl_uncount(&l->nkeys, 1);
-                if (rc == 0)
-                    sl_count(&l->inserted, 1);
-            }
-            sl_shard_unlock(g.s);
-            if (rc != 0)
-                sl_entry_discard(l, ne);
+            rc = sl_key_insert(t, &g, to, now, false, true, &ne);
             continue;
         }
         if (e == NULL || (need_override && !e->pol->is_override)) {

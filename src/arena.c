@@ -123,3 +123,19 @@ void sl_arena_free(struct sl_arena *a, void *p, size_t size)
     a->free[c] = p;
     pthread_mutex_unlock(&a->lock);
 }
+
+void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, size_t n)
+{
+    pthread_mutex_lock(&a->lock);
+    for (size_t i = 0; i < n; i++) {
+        int c = sl_arena_class(size[i]);
+        if (c >= 0) {
+            memcpy(p[i], &a->free[c], sizeof(void *));
+            a->free[c] = p[i];
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    for (size_t i = 0; i < n; i++)
+        if (sl_arena_class(size[i]) < 0)
+            free(p[i]); /* large blocks: outside the lock */
+}

@@ -131,3 +131,10 @@ uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx)
         return sl_clock_posix(CLOCK_MONOTONIC);
     }
 }
+
+uint64_t sluice_now(sluice_t *l)
+{
+    if (l == NULL)
+        return 0;
+    return sl_clock_read(l->clock, l->clock_fn, l->clock_ctx);
+}

@@ -3,8 +3,11 @@
  * words of every limit and the key bytes.  Their policy pointer never
  * changes: a policy change, an override or a reset builds a new entry,
  * freezes the old one (so no charge can land on it), carries its state over
- * and swaps it in.
+ * and swaps it in.  Entries taken out of the table are retired to the
+ * epoch in batches (sl_limbo): one callback per batch, so an entry needs no
+ * epoch header of its own and stays one cache line.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -135,3 +138,86 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
     return false;
 }
 
+
+/* ---- batches of retired entries ------------------------------------- */
+
+struct sl_limbo {
+    ck_epoch_entry_t retire;
+    struct sl_arena *arena;     /* referenced: may outlive the limiter */
+    size_t n, cap;
+    struct sl_entry *e[];
+};
+
+struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap)
+{
+    struct sl_limbo *b = sl_alloc(NULL, sizeof(*b) + cap * sizeof(b->e[0]));
+
+    if (b != NULL) {
+        b->n = 0;
+        b->cap = cap;
+        b->arena = l->arena;
+        sl_arena_ref(l->arena);
+    }
+    return b;
+}
+
+bool sl_limbo_full(const struct sl_limbo *b)
+{
+    return b->n == b->cap;
+}
+
+bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e)
+{
+    if (b->n == b->cap)
+        return false;
+    b->e[b->n++] = e;
+    return true;
+}
+
+/* Entries freed per arena lock (a reap retires 10^6 of them at once). */
+#define SL_LIMBO_CHUNK 64
+
+/*
+ * The entries went cold during their grace period, so each costs a miss:
+ * a chunk's misses are overlapped (prefetched together), its blocks go back
+ * under one arena lock, and each policy loses its references with one
+ * subtraction per run of entries that share it (usually the whole chunk).
+ */
+static void sl_limbo_free(ck_epoch_entry_t *ee)
+{
+    struct sl_limbo *b = (struct sl_limbo *)ee;
+
+    sl_epoch_callback_begin();
+    for (size_t i = 0; i < b->n; i += SL_LIMBO_CHUNK) {
+        size_t m = sl_min64(b->n - i, SL_LIMBO_CHUNK), run;
+        struct sl_policy *pol[SL_LIMBO_CHUNK];
+        size_t size[SL_LIMBO_CHUNK];
+        void *blk[SL_LIMBO_CHUNK];
+
+        for (size_t k = 0; k < m; k++)
+            __builtin_prefetch(b->e[i + k], 1); /* freeing writes the block's first word */
+        for (size_t k = 0; k < m; k++) {
+            blk[k] = b->e[i + k];
+            pol[k] = b->e[i + k]->pol;
+            size[k] = sl_entry_size(pol[k], b->e[i + k]->key_len);
+        }
+        sl_arena_free_many(b->arena, blk, size, m);
+        for (size_t k = 0; k < m; k += run) {
+            for (run = 1; k + run < m && pol[k + run] == pol[k]; run++)
+                ;
+            sl_policy_unref_n(pol[k], run);
+        }
+    }
+    sl_arena_unref(b->arena);
+    free(b);
+}
+
+void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b)
+{
+    if (b->n == 0) {
+        sl_arena_unref(b->arena);
+        free(b);
+        return;
+    }
+    sl_retire(t, &b->retire, sl_limbo_free);
+}

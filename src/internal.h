@@ -49,6 +49,13 @@ static inline uint64_t sl_min64(uint64_t a, uint64_t b) { return a < b ? a : b; 
 static inline uint64_t sl_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t sl_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 static inline uint64_t sl_u128_sat(sl_u128 v) { return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v; }
+static inline bool sl_zero(const uint64_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != 0)
+            return false;
+    return true;
+}
 /* Bits needed to hold v (0 for 0). */
 static inline unsigned sl_bits(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0u; }
 
@@ -92,8 +99,12 @@ int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def);
 int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_policy **out);
 bool sl_policy_tryref(struct sl_policy *p);
 void sl_policy_unref(struct sl_policy *p);
+/* Drop n references at once (a batch of freed entries). */
+void sl_policy_unref_n(struct sl_policy *p, uint64_t n);
 /* Free a policy that was never published. */
 void sl_policy_discard(struct sl_policy *p);
+/* The policy's reserved words are zero (else -EINVAL: see sluice.h). */
+bool sl_policy_reserved_zero(const struct sluice_policy *p);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state exactly (never
  * refilled, even when the count was lowered), others start fresh. */
@@ -374,6 +385,8 @@ int sl_arena_class(size_t size);
 /* Cache-line aligned; slabs and large blocks are accounted to acct. */
 void *sl_arena_alloc(struct sl_arena *a, size_t size);
 void sl_arena_free(struct sl_arena *a, void *p, size_t size);
+/* n blocks (p[i] of size[i] bytes) under one lock. */
+void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, size_t n);
 
 /* ---- epoch reclamation (epoch.c) ------------------------------------- */
 
@@ -407,16 +420,14 @@ size_t sl_epoch_records(void);
 /* Reclaim what this thread retired, waiting for readers; outside sections only. */
 void sl_epoch_drain(struct sl_thread *t);
 
-/* A batch of entries retired with one epoch callback (reaping, replacing). */
+/* A batch of entries retired with one epoch callback (reaping, replacing;
+ * entry.c). */
 struct sl_limbo;
 struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
 /* Add e; false if the batch is full. */
 bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e);
 bool sl_limbo_full(const struct sl_limbo *b);
 void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b);
-
-int sl_reaper_start(struct sluice *l);
-void sl_reaper_stop(struct sluice *l);
 
 /* ---- allocation with accounting (alloc.c) ---------------------------- */
 
@@ -431,7 +442,7 @@ void sl_unaccount(sl_aword *acct, size_t size);
 void sl_test_fail_alloc(unsigned long nth, bool every);
 
 
-/* ---- decisions (decide.c), administration (admin.c) ------------------ */
+/* ---- keys into the table (insert.c), used by decide.c and admin.c ---- */
 
 /* One key of a decision, as it is resolved. */
 struct sl_target {
@@ -451,7 +462,38 @@ struct sl_target {
     uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
 };
 
-void sl_target_init(struct sl_target *g, struct sluice *l, const void *key, size_t len);
+/* Inline: every decision starts here (a call into another file costs the
+ * hot path ~20 instructions). */
+static inline void sl_target_init(struct sl_target *g, struct sluice *l, const void *key,
+                                  size_t len)
+{
+    /* every field but the receipts (written before read) */
+    g->e = NULL;
+    g->pol = NULL;
+    g->w = NULL;
+    g->flags = 0;
+    g->charged = 0;
+    g->pinned = NULL;
+    g->l = l;
+    g->key = key;
+    g->len = len;
+    g->h = sl_hash(&l->hkey, key, len);
+    g->s = l->shm != NULL ? NULL : sl_shard_of(l, g->h); /* shared: the file's shards */
+}
+
+/* g is decided with entry e (NULL: absent or untracked) under pol; inline:
+ * decide.c and the shared table (shm_table.c) both resolve targets. */
+static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
+                                 uint64_t now)
+{
+    g->e = e;
+    g->pol = pol;
+    g->at = sl_entry_time(e, now);
+    g->w = e != NULL ? e->w : pol->zero_w;
+    if (pol->is_override)
+        g->flags |= SLUICE_F_OVERRIDE;
+}
+
 /* pol is a default policy that set_policy has replaced since it was read:
  * an entry made under it now would be decided under a policy no longer in
  * force (checked under the shard lock, which admin calls also take). */
@@ -466,9 +508,26 @@ static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol
  * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
                      struct sl_policy *to, bool carry, uint64_t now);
-/* Make room for one more key (reserving it), reaping this locked shard if needed. */
-bool sl_key_reserve(struct sluice *l, struct sl_shard *s, uint64_t now, bool force_reap);
-int sl_key_check(struct sluice *l, const void *key, size_t len);
+/* Insert g's key under pol, inside an epoch section: 0 (*out the entry),
+ * -ENOSPC (no room at max_keys, even after reaping), -EAGAIN (inserted
+ * meanwhile, or pol is a default policy since replaced: look again) or
+ * -ENOMEM.  pin: published pinned (sl_entry.pinned) for the caller's
+ * decision.  exhaustive: room is sought in every shard, not a bounded scan. */
+int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol, uint64_t now,
+                  bool pin, bool exhaustive, struct sl_entry **out);
+/* 0, or the errno of a call's limiter/key arguments. */
+static inline int sl_key_check(struct sluice *l, const void *key, size_t len)
+{
+    if (l == NULL || (key == NULL && len > 0))
+        return -EINVAL;
+    return len > l->max_key_len ? -ENAMETOOLONG : 0;
+}
+
+/* ---- the background reaper (reaper.c) -------------------------------- */
+
+/* Started by sluice_create when reap_interval_ns is set, stopped by destroy. */
+int sl_reaper_start(struct sluice *l);
+void sl_reaper_stop(struct sluice *l);
 
 /* ---- clock (clock.c), limiter helpers --------------------------------- */
 
@@ -479,7 +538,6 @@ int sl_config_check(const struct sluice_config *cfg);
 /* The shard count a configuration asks for (limiter.c). */
 unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
-void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol, uint64_t now);
 bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now);
 

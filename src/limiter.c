@@ -1,5 +1,6 @@
 /*
- * Limiter life cycle: configuration, creation, destruction, reaping, stats.
+ * Limiter life cycle: configuration, creation, destruction, stats (the
+ * reaper it starts and stops is reaper.c; its clock is clock.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +8,6 @@
 
 #include "internal.h"
 
-#define SL_MAX_SHARDS 4096u
-#define SL_MAX_KEY_LEN (UINT64_C(1) << 30)
 
 void sluice_config_init(struct sluice_config *cfg)
 {
@@ -20,60 +19,6 @@ void sluice_config_init(struct sluice_config *cfg)
     cfg->when_full = SLUICE_FULL_DENY;
     cfg->clock = SLUICE_CLOCK_MONOTONIC;
     cfg->name = "default";
-}
-
-static bool sl_zero(const uint64_t *w, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (w[i] != 0)
-            return false;
-    return true;
-}
-
-/* Reserved words are zero: a feature of a later minor version is refused
- * by this one, never ignored (see "Binary compatibility" in sluice.h). */
-bool sl_policy_reserved_zero(const struct sluice_policy *p)
-{
-    for (unsigned i = 0; i < SLUICE_MAX_LIMITS; i++)
-        if (!sl_zero(p->limits[i].reserved, 2))
-            return false;
-    return true;
-}
-
-int sl_config_check(const struct sluice_config *cfg)
-{
-    if (!sl_zero(cfg->reserved, 8) || !sl_policy_reserved_zero(&cfg->policy))
-        return -EINVAL;
-    if (cfg->max_keys == 0 || cfg->max_key_len == 0 || cfg->max_key_len > SL_MAX_KEY_LEN)
-        return -EINVAL;
-    if ((unsigned)cfg->when_full > SLUICE_FULL_ALLOW || (unsigned)cfg->clock > SLUICE_CLOCK_TSC)
-        return -EINVAL;
-    if (cfg->clock == SLUICE_CLOCK_CUSTOM && cfg->clock_fn == NULL)
-        return -EINVAL;
-    if (cfg->shards > SL_MAX_SHARDS)
-        return -EINVAL;
-    /* The name goes into a structured-field string: printable ASCII, no
-     * quote or backslash, so it never needs escaping. */
-    for (const char *c = cfg->name; c != NULL && *c != '\0'; c++)
-        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\')
-            return -EINVAL;
-    return 0;
-}
-
-/* Enough shards that writers on different keys rarely meet: 4 per CPU. */
-unsigned sl_shard_count(unsigned asked)
-{
-    unsigned n = asked;
-
-    if (n == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus > 0 ? (unsigned)cpus * 4u : 8u;
-        if (n < 8)
-            n = 8;
-    }
-    if (n > SL_MAX_SHARDS)
-        n = SL_MAX_SHARDS;
-    return 1u << sl_bits(n - 1); /* next power of two */
 }
 
 int sluice_create(const struct sluice_config *cfg, sluice_t **out)
@@ -162,30 +107,6 @@ void sluice_destroy(sluice_t *l)
     }
 }
 
-size_t sluice_reap(sluice_t *l, uint64_t now_ns)
-{
-    struct sl_thread *t;
-    size_t removed = 0;
-
-    if (l == NULL || (t = sl_thread_get()) == NULL)
-        return 0;
-    if (l->shm != NULL)
-        return sl_shm_reap(l, now_ns);
-    /* One section per shard: what a shard's reap unpublishes is retired
-     * inside the section that unpublished it (ck's rule), and deciders are
-     * never held up for more than one shard's scan. */
-    for (unsigned i = 0; i < l->nshards; i++) {
-        sl_epoch_begin(t);
-        sl_shard_lock(&l->shards[i]);
-        removed += sl_table_reap_shard(&l->shards[i], now_ns, l->idle_ttl_ns);
-        sl_shard_unlock(&l->shards[i]);
-        sl_epoch_end(t);
-    }
-    sl_epoch_begin(t); /* callbacks may retire more: inside a section */
-    (void)ck_epoch_poll(&t->rec);
-    sl_epoch_end(t);
-    return removed;
-}
 
 void sluice_stats(sluice_t *l, struct sluice_stats *out)
 {
@@ -208,11 +129,4 @@ void sluice_stats(sluice_t *l, struct sluice_stats *out)
     out->full = sl_load_rlx(&l->full);
     out->memory_bytes = sl_load_rlx(&l->memory);
     out->clock = (uint64_t)l->clock;
-}
-
-uint64_t sluice_now(sluice_t *l)
-{
-    if (l == NULL)
-        return 0;
-    return sl_clock_read(l->clock, l->clock_fn, l->clock_ctx);
 }

@@ -120,9 +120,14 @@ void sl_policy_discard(struct sl_policy *p)
 
 void sl_policy_unref(struct sl_policy *p)
 {
+    sl_policy_unref_n(p, 1);
+}
+
+void sl_policy_unref_n(struct sl_policy *p, uint64_t n)
+{
     struct sl_thread *t;
 
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+    if (atomic_fetch_sub_explicit(&p->refs, n, memory_order_acq_rel) != n)
         return;
     t = sl_thread_get();
     if (t != NULL)
@@ -147,4 +152,14 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
                 tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
         }
     }
+}
+
+/* Reserved words are zero: a feature of a later minor version is refused
+ * by this one, never ignored (see "Binary compatibility" in sluice.h). */
+bool sl_policy_reserved_zero(const struct sluice_policy *p)
+{
+    for (unsigned i = 0; i < SLUICE_MAX_LIMITS; i++)
+        if (!sl_zero(p->limits[i].reserved, 2))
+            return false;
+    return true;
 }

@@ -118,6 +118,16 @@ struct sl_shm {
 
 /* shm_file.c */
 int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *out);
+
+/* shm_policy.c */
+void sl_shm_policy_words(const struct sluice_policy *p, uint64_t *w);
+/* Policy slot gen & 1: read by seqlock (false: another generation, or
+ * being written); written under pol_lock or before the file is linked. */
+bool sl_shm_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_policy *out);
+void sl_shm_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sluice_policy *p);
+/* Compile def for a file whose entries hold `words` state words (0: any):
+ * no sliding log, no more words. */
+int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words, struct sl_policy **out);
 /* The compiled default policy of generation gen (a reference is kept by
  * the handle's cache, valid until the limiter is destroyed); NULL if the
  * file no longer holds it (look the entry up again) or it is corrupt. */

@@ -93,109 +93,6 @@ int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *o)
     return 0;
 }
 
-static void sl_policy_words(const struct sluice_policy *p, uint64_t *w)
-{
-    memset(w, 0, SL_SHM_POL_WORDS * sizeof(uint64_t));
-    memcpy(w, p, sizeof(*p));
-}
-
-/* A generation's policy, by seqlock: false if the slot holds another
- * generation or is being written. */
-static bool sl_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_policy *out)
-{
-    struct sl_shm_polslot *s = &h->pol[gen & 1];
-    uint64_t w[SL_SHM_POL_WORDS];
-
-    if (gen == 0 || sl_load_acq(&s->gen) != gen)
-        return false;
-    /* acquire: each word before the second look (no fences: TSan) */
-    for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        w[i] = sl_load_acq(&s->words[i]);
-    if (sl_load_rlx(&s->gen) != gen)
-        return false;
-    memcpy(out, w, sizeof(*out));
-    return true;
-}
-
-/* Under pol_lock (or before the file is linked). */
-static void sl_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sluice_policy *p)
-{
-    struct sl_shm_polslot *s = &h->pol[gen & 1];
-    uint64_t w[SL_SHM_POL_WORDS];
-
-    sl_policy_words(p, w);
-    sl_store_rlx(&s->gen, 0);
-    /* release: a reader that sees any new word sees the 0 before it */
-    for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        sl_store_rel(&s->words[i], w[i]);
-    sl_store_rel(&s->gen, gen);
-}
-
-/* The policies a shared limiter can hold: every algorithm but the sliding
- * log (its per-key lock could be held forever by a killed process), in
- * the state words every entry of the file has. */
-static int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words,
-                               struct sl_policy **out)
-{
-    struct sl_policy *p;
-    int rc;
-
-    if (def->nlimits == 0 || def->nlimits > SLUICE_MAX_LIMITS)
-        return -EINVAL;
-    for (unsigned i = 0; i < def->nlimits; i++)
-        if (def->limits[i].algo == SLUICE_SLIDING_LOG)
-            return -EINVAL;
-    if ((rc = sl_policy_new(def, false, &p)) < 0)
-        return rc;
-    if (words != 0 && p->nwords > words) {
-        sl_policy_discard(p);
-        return -EINVAL;
-    }
-    *out = p;
-    return 0;
-}
-
-struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen)
-{
-    struct sl_shm *m = l->shm;
-    struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire), *p = NULL;
-    struct sluice_policy def;
-
-    if (cur->shm_ref == gen)
-        return cur;
-    pthread_mutex_lock(&m->mu);
-    for (unsigned i = 0; i < 4 && p == NULL; i++)
-        if (m->cache[i] != NULL && m->cache[i]->shm_ref == gen)
-            p = m->cache[i];
-    if (p == NULL && sl_polslot_read(m->hdr, gen, &def) &&
-        sl_shm_policy_check(&def, m->words, &p) == 0) {
-        p->shm_ref = gen;
-        if (m->cache[m->cache_next] != NULL)
-            sl_policy_unref(m->cache[m->cache_next]); /* retired: callers hold ck sections */
-        m->cache[m->cache_next] = p;
-        m->cache_next = (m->cache_next + 1) % 4;
-    }
-    pthread_mutex_unlock(&m->mu);
-    return p;
-}
-
-void sl_shm_refresh(struct sluice *l)
-{
-    uint64_t gen = sl_load_acq(l->shm_gen);
-    struct sl_policy *p = sl_shm_policy(l, gen), *old;
-
-    if (p == NULL || p->shm_ref != gen)
-        return; /* moved on meanwhile: the next section looks again */
-    pthread_mutex_lock(&l->shm->mu);
-    old = atomic_load_explicit(&l->policy, memory_order_relaxed);
-    /* only forward: a slower refresher never puts back an older generation */
-    if ((int64_t)(gen - old->shm_ref) > 0 && sl_policy_tryref(p)) {
-        atomic_store_explicit(&l->policy, p, memory_order_release);
-        sl_policy_unref(old);
-    }
-    pthread_mutex_unlock(&l->shm->mu);
-}
-
 /* Fill a new file (private until linked). */
 static int sl_shm_init(unsigned char *base, const struct sl_shm_hdr *proto,
                        const struct sl_shm_layout *lay, const struct sluice_policy *pol)
@@ -204,7 +101,7 @@ static int sl_shm_init(unsigned char *base, const struct sl_shm_hdr *proto,
 
     (void)lay; /* ftruncate zeroed the rest: every lock free, every slot empty */
     memcpy(h, proto, offsetof(struct sl_shm_hdr, check));
-    sl_polslot_write(h, 1, pol);
+    sl_shm_polslot_write(h, 1, pol);
     sl_store_rlx(&h->pol_gen, 1);
     sl_store_rlx(&h->migrated, 1);
     sl_store_rlx(&h->epoch, 2);
@@ -242,7 +139,7 @@ static int sl_shm_create(const char *path, const struct sluice_config *cfg, int 
     if (strlen(name) >= SL_SHM_NAME || cfg->max_keys > SL_SHM_MAX_KEYS)
         return -EINVAL;
     strcpy(proto.name, name);
-    sl_policy_words(&cfg->policy, proto.create_pol);
+    sl_shm_policy_words(&cfg->policy, proto.create_pol);
     if (sl_shm_layout(&proto, &lay) < 0)
         return -EINVAL; /* nothing mappable */
     proto.size = lay.size;
@@ -365,7 +262,7 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
         rc = -EINVAL; /* each process brings its own clock_fn */
     if (rc == 0) {
         uint64_t gen = sl_load_acq(&h->pol_gen);
-        rc = sl_polslot_read(h, gen, &def) && sl_shm_policy_check(&def, h->words, &pol) == 0
+        rc = sl_shm_polslot_read(h, gen, &def) && sl_shm_policy_check(&def, h->words, &pol) == 0
                  ? 0
                  : -EPROTO;
         if (rc == 0)
@@ -498,16 +395,4 @@ void sl_shm_detach(struct sluice *l)
         sl_epoch_end(t);
         sl_epoch_drain(t);
     }
-}
-
-int sl_shm_write_policy(struct sluice *l, uint64_t gen, const struct sluice_policy *p)
-{
-    struct sl_policy *pol;
-    int rc = sl_shm_policy_check(p, l->shm->words, &pol);
-
-    if (rc < 0)
-        return rc;
-    sl_policy_discard(pol);
-    sl_polslot_write(l->shm->hdr, gen, p);
-    return 0;
 }

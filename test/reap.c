@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h"
 
 static double scale = 1.0;
 
@@ -217,11 +218,69 @@ static void test_reap_before_admission(void)
     sluice_destroy(l);
 }
 
+/*
+ * One reap retires thousands of entries, freed a chunk at a time (one arena
+ * lock per chunk, one subtraction per run of entries sharing a policy):
+ * here keys of two policies interleave in the table, and every third key is
+ * long enough to live outside the slabs.  Afterwards the entries' policy
+ * references are all gone (the current policy is held by the limiter
+ * alone), and the freed blocks serve new keys that decide as fresh ones.
+ */
+static void test_batch_free(void)
+{
+    struct sluice_config cfg;
+    struct sluice_result r;
+    struct sluice_stats st;
+    const unsigned n = 3000;
+    char key[320];
+    uint64_t mem;
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_GCRA, 5, NS_PER_S);
+    cfg.max_keys = 2 * n;
+    cfg.max_key_len = sizeof(key);
+    l = t_create(&cfg);
+    memset(key, 'k', sizeof(key));
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(key, 16, "key-%08u", i);
+        CHECK_EQ(sluice_acquire_at(l, key, i % 3 ? 16 : sizeof(key), 1, 10 * NS_PER_S, NULL),
+                 SLUICE_ALLOW);
+    }
+    {
+        struct sluice_policy p = {0};
+        sluice_policy_add(&p, SLUICE_GCRA, 7, NS_PER_S);
+        CHECK_EQ(sluice_set_policy(l, &p), 0);
+    }
+    for (unsigned i = 1; i < n; i += 2) { /* half the keys migrate to the new policy */
+        snprintf(key, 16, "key-%08u", i);
+        CHECK_EQ(sluice_acquire_at(l, key, i % 3 ? 16 : sizeof(key), 1, 11 * NS_PER_S, NULL),
+                 SLUICE_ALLOW);
+    }
+    sluice_stats(l, &st);
+    mem = st.memory_bytes;
+    CHECK_EQ(sluice_reap(l, 100 * NS_PER_S), n);
+    sl_epoch_drain(sl_thread_get()); /* run every pending free now */
+    CHECK_EQ(atomic_load(&atomic_load(&l->policy)->refs), 1);
+    sluice_stats(l, &st);
+    CHECK_EQ(st.keys, 0);
+    /* each long key's block (384 B from aligned_alloc) is no longer counted */
+    CHECK(st.memory_bytes + (n / 3) * 384 <= mem);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(key, 16, "key-%08u", i);
+        CHECK_EQ(sluice_acquire_at(l, key, i % 3 ? 16 : sizeof(key), 7, 100 * NS_PER_S, &r),
+                 SLUICE_ALLOW);
+        CHECK((r.flags & SLUICE_F_NEW_KEY) && r.remaining == 0 && r.limit == 7);
+    }
+    sluice_destroy(l);
+}
+
 int main(int argc, char **argv)
 {
     scale = t_scale(argc, argv);
     test_semantics();
     test_full();
+    test_batch_free();
     test_concurrent_reap();
     test_background_reaper();
     test_reap_before_admission();
