@@ -42,6 +42,7 @@ struct options {
     uint64_t ops;         /* decisions per thread per case */
     uint64_t cost;
     bool plots, quick;
+    bool shared;          /* --shared: run sluice-bench-shared instead */
 };
 
 struct keyset {

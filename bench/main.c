@@ -80,6 +80,10 @@ static _Noreturn void help(void)
            "                  case and 100000 keys at most, in memory and reap as well\n"
            "                  (an explicit --ops or --keys wins)\n"
            "  --no-plots      write plots.gp and the data but do not run gnuplot\n"
+           "  --shared        decisions on a shared limiter (sluice_open_shared) from 1\n"
+           "                  and 2 processes next to in-process ones from 1 and 2\n"
+           "                  threads, a hot key and the largest --keys (default 2^20),\n"
+           "                  --ops decisions each: runs sluice-bench-shared beside it\n"
            "  -h, --help      print this help and exit\n"
            "\n"
            "Exit status: 0 done, 1 an output file could not be written, 2 bad usage.\n"
@@ -222,7 +226,7 @@ static void parse(int argc, char **argv, struct options *o)
             else
                 bad_usage("option '%s' needs a value", name);
         } else if (eq && (!strcmp(name, "--quick") || !strcmp(name, "--no-plots") ||
-                          !strcmp(name, "--help"))) {
+                          !strcmp(name, "--shared") || !strcmp(name, "--help"))) {
             bad_usage("option '%s' takes no value", name);
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
@@ -253,6 +257,8 @@ static void parse(int argc, char **argv, struct options *o)
             o->plots = false;
         else if (!strcmp(a, "--quick"))
             o->quick = true;
+        else if (!strcmp(a, "--shared"))
+            o->shared = true;
         else if (a[0] != '-')
             bad_usage("unexpected argument '%s': sluice-bench takes options only", a);
         else
@@ -534,6 +540,26 @@ static void throughput_intro(const struct options *o)
            (unsigned long long)o->ops, (unsigned long long)o->cost, STEP_NS);
 }
 
+/* --shared: the sibling program sluice-bench-shared, in this one's directory. */
+static int run_shared(const char *argv0, const struct options *o)
+{
+    const char *slash = strrchr(argv0, '/');
+    char path[4096], keys[32], ops[32];
+    uint64_t most = 0;
+    bool keys_given = o->nkeys != 3 || o->keys[2] != 1000000;
+
+    for (unsigned k = 0; k < o->nkeys; k++)
+        most = o->keys[k] > most ? o->keys[k] : most;
+    snprintf(path, sizeof(path), "%.*ssluice-bench-shared", slash ? (int)(slash - argv0 + 1) : 0,
+             argv0);
+    snprintf(keys, sizeof(keys), "%llu", (unsigned long long)(keys_given ? most : 1u << 20));
+    snprintf(ops, sizeof(ops), "%llu", (unsigned long long)o->ops);
+    fflush(stdout);
+    execl(path, path, keys, ops, (char *)NULL);
+    perror(path);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
@@ -541,6 +567,8 @@ int main(int argc, char **argv)
     bool p_base, p_alg, p_csv;
 
     parse(argc, argv, &o);
+    if (o.shared)
+        return run_shared(argv[0], &o);
     p_base = o.part_on[PART_BASELINES];
     p_alg = o.part_on[PART_ALGORITHMS];
     p_csv = p_base || p_alg || o.part_on[PART_MEMORY] || o.part_on[PART_REAP] ||
