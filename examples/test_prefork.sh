@@ -47,10 +47,12 @@ url="http://127.0.0.1:$port/"
 # --- the limits hold across workers ----------------------------------------
 # 4 clients at once, 15 requests each on new connections: the IP may pass 20
 # (one process with its own limiter each would pass up to 80)
+clients=()
 for k in 1 2 3 4; do
     ( for _ in $(seq 15); do status "$url"; echo; done >"$tmp/ip.$k" ) &
+    clients+=($!)
 done
-wait $(jobs -p | grep -v "^$pid\$") 2>/dev/null
+wait "${clients[@]}"
 ok=$(cat "$tmp"/ip.* | grep -c '^200$'); lim=$(cat "$tmp"/ip.* | grep -c '^429$')
 [ "$ok" = 20 ] && [ "$lim" = 40 ] || fail "IP across workers: $ok passed, $lim limited (want 20, 40)"
 c -D "$tmp/h" -o /dev/null "$url"
@@ -75,8 +77,10 @@ echo "ok: SIGHUP to the parent: 12 requests on new connections all saw the new l
 
 # --- users across workers, while workers are SIGKILLed and replaced ---------
 # alice may pass 5; 4 clients send 10 each while 6 workers are killed
+clients=()
 for k in 1 2 3 4; do
     ( for _ in $(seq 10); do status -H 'X-User: alice' "$url"; echo; done >"$tmp/u.$k" ) &
+    clients+=($!)
 done
 killed=0
 for _ in $(seq 6); do
@@ -84,7 +88,7 @@ for _ in $(seq 6); do
     [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null && killed=$((killed + 1))
     sleep 0.15
 done
-wait $(jobs -p | grep -v "^$pid\$") 2>/dev/null
+wait "${clients[@]}"
 ok=$(cat "$tmp"/u.* | grep -c '^200$')
 # a request whose worker died after deciding was charged but never answered:
 # alice may have less left, never more
