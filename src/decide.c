@@ -329,10 +329,9 @@ static void sl_touch(struct sl_target *g, uint64_t at)
     /* A writer that froze e after this charge (a policy change, a reset)
      * may have copied last_ns to the entry replacing it before this raise:
      * raise the key's current entry too, so no later decision on it runs
-     * before this admission.  seq_cst raise and load against the freeze's
-     * seq_cst RMW and the copy's load (Dekker): either the copy sees the
-     * raise or this load sees the freeze.  Both are locked RMWs and a
-     * plain load on x86. */
+     * before this admission.  The copy reads last_ns by an RMW
+     * (sl_last_after_freeze): either it sees this raise, or this load of
+     * the control word sees the freeze.  A CAS and a plain load on x86. */
     for (int hops = 0; e != NULL && hops < 4; hops++) {
         struct sl_entry *next;
         sl_time_raise_sc(&e->last_ns, at);

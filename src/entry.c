@@ -79,10 +79,9 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
         return false;
     for (unsigned i = 0; i < pol->nlimits; i++)
         pol->lim[i].ops->freeze(&e->w[pol->lim[i].off]);
-    /* Between the freeze and the caller's read of last_ns: an admission
-     * whose raise this read misses sees the freeze and raises the
-     * replacement itself (sl_touch in decide.c). */
-    atomic_thread_fence(memory_order_seq_cst);
+    /* The caller then reads last_ns with sl_last_after_freeze(): an
+     * admission whose raise that read misses sees the freeze and raises
+     * the replacement itself (sl_touch in decide.c). */
     return true;
 }
 

@@ -153,8 +153,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
          * calls pass the limiter clock, which _at callers may not use. */
         if (carry)
             sl_policy_carry(e->pol, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
-        /* seq_cst: after the freeze's fence (sl_entry_freeze) */
-        sl_store_rlx(&ne->last_ns, atomic_load_explicit(&e->last_ns, memory_order_seq_cst));
+        sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

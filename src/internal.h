@@ -244,6 +244,20 @@ static inline void sl_time_raise_sc(sl_aword *w, uint64_t t)
         ;
 }
 
+/*
+ * last_ns of an entry just frozen, for its replacement.  An RMW, not a
+ * load: it reads the newest value, so either it sees a racing admission's
+ * raise (sl_touch's CAS), or that raise comes later in last_ns's order and
+ * reads from this RMW, which then synchronizes with it: the freeze before
+ * this happens before the admission's check of the control word, which
+ * then sees the entry frozen and raises the replacement too.  No fence
+ * (ThreadSanitizer refuses them); a locked add on x86, off the hot path.
+ */
+static inline uint64_t sl_last_after_freeze(sl_aword *w)
+{
+    return atomic_fetch_add_explicit(w, 0, memory_order_seq_cst);
+}
+
 /* The time of e's latest admission; false if it had none. */
 static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
 {
