@@ -255,9 +255,14 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
     }
     /* Charged under a default policy replaced meanwhile, or decided far
      * behind a racing admission: take it back and decide again, so every
-     * admission happened under policies in force together. */
+     * admission happened under policies in force together.  Likewise when
+     * a key charged earlier in this call was frozen since (a reset or a
+     * migration replaced it between this call's charges): a reset drops
+     * that charge while the later keys keep theirs, which no serial order
+     * allows.  (acquire: the freeze is an RMW on the first control word.) */
     for (size_t i = 0; i < n; i++)
-        if (sl_floor_behind(&g[i]) || (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol))) {
+        if (sl_floor_behind(&g[i]) || (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
+            (n > 1 && g[i].e != NULL && (sl_load_acq(&g[i].w[0]) & SL_DEAD))) {
             sl_undo_all(g, n, cost);
             return SL_RACED;
         }
