@@ -357,7 +357,8 @@ SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint6
 
 /*
  * Forget the key's state: its next request is decided as a fresh key's.
- * A per-key override stays in place.
+ * A per-key override stays in place, and so does the key's latest
+ * admission time: a request stamped earlier is decided as at it.
  * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
  */
 SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
@@ -409,6 +410,9 @@ SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
  * of its own shard and then of others it can lock at once, for the room of
  * an idle key; once scans have covered the whole table in vain, they pause
  * for 100 ns of the callers' time per key of max_keys.)
+ * Keys are removed one at a time (each at its own instant within the
+ * call), not in one atomic step: a call racing the reap may find one key
+ * already removed and another not yet.
  * Memory returns through epoch-based reclamation while other threads keep
  * deciding.  Returns the number of keys removed (0 for NULL l).
  */

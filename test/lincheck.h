@@ -26,7 +26,7 @@
 #define LC_D UINT64_C(720720) /* lcm(1..16): GCRA counts divide it, so T * LC_D is whole */
 
 enum lc_kind { LC_ACQ, LC_PEEK, LC_ALL, LC_SETPOL, LC_OVSET, LC_OVCLR, LC_RESET, LC_REAP, LC_PROBE,
-               LC_RESOLVE };
+               LC_RESOLVE, LC_REAPKEY };
 
 struct lc_op {
     enum lc_kind kind;
@@ -39,7 +39,19 @@ struct lc_op {
     int transient_ok;     /* may see another call's reservation that is rolled back */
     int leftover_ok;      /* a rollback of this call may leave charges behind */
     uint64_t need;        /* ops (bits) that must be linearized before this one */
+    int split;            /* LC_REAP: its removals are LC_REAPKEY steps; it checks the count */
 };
+
+/*
+ * sluice_reap removes keys one at a time (shard by shard, each under its
+ * shard's lock), not in one atomic step: a call racing a reap can find one
+ * key already removed and another not yet.  A reap that removed two keys or
+ * more and races other calls gets one optional LC_REAPKEY step per key of
+ * its limiter, each linearized anywhere in the reap's interval (branch 1
+ * removes the key), and the reap itself, after them all (need), checks
+ * that they removed as many keys as it returned.
+ */
+#define LC_THREADS 4
 
 /*
  * A decision resolves its keys (makes a new key, moves an existing one to
@@ -76,6 +88,7 @@ struct lc_state {
     struct lc_key k[LC_KEYS];
     int64_t def[LC_LIMITERS];
     int64_t floor[LC_LIMITERS]; /* the latest time keys were reaped at: new keys start there */
+    int64_t reaped[LC_THREADS]; /* keys removed so far by the thread's split reap */
 };
 
 static inline uint64_t lc_cap(const struct sluice_policy *p)
@@ -371,6 +384,26 @@ static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s
     return 1;
 }
 
+static inline void lc_remove(struct lc_state *s, int key)
+{
+    memset(&s->k[key], 0, sizeof(s->k[key]));
+    s->k[key].ovr = s->k[key].pol = -1;
+}
+
+/* The branches lc_step tries for op (nb: a decision's, by relaxation). */
+static inline unsigned lc_branches(const struct lc_op *op, unsigned nb)
+{
+    switch (op->kind) {
+    case LC_REAP:
+        return op->split ? 1u : 1u << LC_KEYS;
+    case LC_RESOLVE:
+    case LC_REAPKEY:
+        return 2;
+    default:
+        return nb;
+    }
+}
+
 /*
  * Apply op to *s.  branch 0 is the contract's exact outcome; with relaxed,
  * branch 1 reads a DENY the model would allow as a transient denial
@@ -387,7 +420,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     int keys[4], n = 0, want, rc;
     unsigned pairs = 0;
 
-    if (branch > 0 && op->kind != LC_REAP && op->kind != LC_RESOLVE &&
+    if (branch > 0 && op->kind != LC_REAP && op->kind != LC_RESOLVE && op->kind != LC_REAPKEY &&
         (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
         return 0;
     switch (op->kind) {
@@ -415,9 +448,9 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             return op->rc == -ENOENT;
         }
         lc_model_rc = 0;
-        /* "decided as a fresh key's": no latest time either */
+        /* "decided as a fresh key's", at no time before its latest
+         * admission, which a reset keeps (as any key, sluice.h) */
         memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
-        s->k[op->key].last = 0;
         s->k[op->key].pol = lc_want(w, s, op->key);
         s->k[op->key].exists = 1;
         return op->rc == 0;
@@ -439,18 +472,34 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             lc_migrate(w, k, want);
         return branch == 1;
     }
+    case LC_REAPKEY:
+        /* branch 1: the split reap removes this key here */
+        lc_model_rc = 0;
+        if (branch == 0)
+            return 1;
+        if (branch > 1 || !lc_reapable(w, s, op->key, op))
+            return 0;
+        lc_remove(s, op->key);
+        s->reaped[op->thread]++;
+        if (s->floor[op->lim] < (int64_t)op->now)
+            s->floor[op->lim] = (int64_t)op->now;
+        return 1;
     case LC_REAP: {
         /* branch: the set of keys removed (bit per key), as many as it says;
          * each must be reapable, and is then absent, its state forgotten */
         unsigned removed = 0;
         lc_model_rc = 0;
+        if (op->split) {
+            removed = (unsigned)s->reaped[op->thread];
+            s->reaped[op->thread] = 0;
+            return branch == 0 && removed == (unsigned)op->rc;
+        }
         for (int k = 0; k < LC_KEYS; k++) {
             if (!(branch >> k & 1))
                 continue;
             if (k >= w->nkeys || !lc_reapable(w, s, k, op))
                 return 0;
-            memset(&s->k[k], 0, sizeof(s->k[k]));
-            s->k[k].ovr = s->k[k].pol = -1;
+            lc_remove(s, k);
             removed++;
         }
         if (branch >= 1u << LC_KEYS || removed != (unsigned)op->rc)
@@ -596,11 +645,11 @@ static int lc_dfs(struct lc_search *x, uint64_t mask, const struct lc_state *s)
     for (int i = 0; i < x->n; i++) {
         if ((mask >> i & 1) || x->op[i].inv > min_resp || (x->op[i].need & ~mask) != 0)
             continue;
-        unsigned nbi = x->op[i].kind == LC_REAP ? 1u << LC_KEYS : x->op[i].kind == LC_RESOLVE ? 2 : nb;
+        unsigned nbi = lc_branches(&x->op[i], nb);
         for (unsigned b = 0; b < nbi; b++) {
             struct lc_state t;
             int r;
-            if (x->op[i].kind != LC_REAP && x->op[i].kind != LC_RESOLVE &&
+            if (lc_branches(&x->op[i], 0) == 0 &&
                 ((b == 1 && !(x->op[i].transient_ok && x->op[i].rc == SLUICE_DENY)) ||
                  (b >= 2 && !x->op[i].leftover_ok)))
                 continue; /* cheap refusals before copying the state */

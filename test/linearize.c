@@ -33,6 +33,7 @@
 #include "lincheck.h"
 
 #define MAX_THREADS 4
+_Static_assert(MAX_THREADS <= LC_THREADS, "a split reap counts per thread");
 #define MAX_OPS 8
 
 enum shape { S_RANDOM, S_ROLLBACK, S_POLICY, S_REFILL, S_DUP, S_REAP, S_NSHAPES };
@@ -350,7 +351,8 @@ static void gen_history(uint64_t seed, enum shape sh)
 /* ---- checking -------------------------------------------------------- */
 
 static const char *kind_name[] = {"acquire", "peek", "all", "set_policy", "override_set",
-                                  "override_clear", "reset", "reap", "probe", "(resolve)"};
+                                  "override_clear", "reset", "reap", "probe", "(resolve)",
+                                  "(reap key)"};
 
 static void print_history(const struct lc_op *op, int n)
 {
@@ -413,7 +415,7 @@ static void print_stuck(const struct lc_op *op, int n)
     for (int d = 0; d < search.best_depth; d++) {
         const struct lc_op *o = &op[search.best[d]];
         fprintf(stderr, " T%d[%" PRIu64 "]", o->thread, o->inv);
-        for (unsigned b = 0; b < (o->kind == LC_REAP ? 1u << LC_KEYS : o->kind == LC_RESOLVE ? 2u : 1u); b++) {
+        for (unsigned b = 0; b < lc_branches(o, 1); b++) {
             t = s; /* a reap's branch: the keys it removed */
             if (lc_step(&H.w, &t, o, b, 0))
                 break;
@@ -507,6 +509,42 @@ static int add_resolves(struct lc_op *op, int n)
     return total;
 }
 
+/* A reap that removed two keys or more while other calls ran is checked
+ * as the library does it, one key at a time: one LC_REAPKEY step per key
+ * of its limiter (lincheck.h). */
+static int add_reap_steps(struct lc_op *op, int n)
+{
+    int total = n;
+
+    for (int i = 0; i < n; i++) {
+        int racing = 0, nk = 0;
+        if (op[i].kind != LC_REAP || op[i].rc < 2)
+            continue;
+        for (int m = 0; m < n; m++)
+            racing |= m != i && overlaps(&op[i], &op[m]);
+        for (int k = 0; k < H.w.nkeys; k++)
+            nk += H.w.key_lim[k] == op[i].lim;
+        if (!racing || total + nk > LC_MAX_OPS)
+            continue; /* atomic then: a removal order no call can tell apart */
+        op[i].split = 1;
+        for (int k = 0; k < H.w.nkeys; k++) {
+            if (H.w.key_lim[k] != op[i].lim)
+                continue;
+            memset(&op[total], 0, sizeof(op[total]));
+            op[total].kind = LC_REAPKEY;
+            op[total].key = k;
+            op[total].lim = op[i].lim;
+            op[total].now = op[i].now;
+            op[total].inv = op[i].inv;
+            op[total].resp = op[i].resp;
+            op[total].thread = op[i].thread;
+            op[i].need |= UINT64_C(1) << total;
+            total++;
+        }
+    }
+    return total;
+}
+
 /* Runs the current history and checks it; returns 1 on a violation. */
 static int run_and_check(uint64_t index, enum shape sh)
 {
@@ -557,6 +595,7 @@ static int run_and_check(uint64_t index, enum shape sh)
         sluice_destroy(H.l[i]);
     alarm(0);
     n = add_resolves(op, n);
+    n = add_reap_steps(op, n);
     /* the narrow allowances: only next to an acquire_all / multi-limit call */
     for (int i = 0; i < n; i++) {
         op[i].transient_ok = op[i].leftover_ok = 0;
