@@ -400,19 +400,22 @@ static FILE *open_out(const struct options *o, const char *name)
  * directory redraws a full run; a run of some parts only passes `parts` so
  * that gnuplot reads no data file the run did not write.
  */
+#define NS_HISTOGRAM /* the two bar charts of ns per decision */ \
+    "  reset\n" \
+    "  set terminal pngcairo size 1100,520 noenhanced font ',10'\n" \
+    "  set style data histograms\n" \
+    "  set style histogram clustered gap 1\n" \
+    "  set style fill solid 0.8\n" \
+    "  set ylabel 'ns per decision (lower is better)'\n" \
+    "  set xtics rotate by -30\n" \
+    "  set grid ytics\n" \
+    "  set key outside right\n"
+
 static const char plot_script[] =
     "if (!exists('parts')) parts = 'baselines algorithms accuracy'\n"
     "\n"
     "if (strstrt(parts, 'algorithms') > 0) {\n"
-    "  reset\n"
-    "  set terminal pngcairo size 1100,520 noenhanced font ',10'\n"
-    "  set style data histograms\n"
-    "  set style histogram clustered gap 1\n"
-    "  set style fill solid 0.8\n"
-    "  set ylabel 'ns per decision (lower is better)'\n"
-    "  set xtics rotate by -30\n"
-    "  set grid ytics\n"
-    "  set key outside right\n"
+    NS_HISTOGRAM
     "  set output 'algorithms.png'\n"
     "  set title 'sluice: ns per decision by algorithm'\n"
     "  plot 'algorithms.dat' using 2:xtic(1) title 'gcra', '' using 3 title 'fixed', \\\n"
@@ -420,15 +423,7 @@ static const char plot_script[] =
     "}\n"
     "\n"
     "if (strstrt(parts, 'baselines') > 0) {\n"
-    "  reset\n"
-    "  set terminal pngcairo size 1100,520 noenhanced font ',10'\n"
-    "  set style data histograms\n"
-    "  set style histogram clustered gap 1\n"
-    "  set style fill solid 0.8\n"
-    "  set ylabel 'ns per decision (lower is better)'\n"
-    "  set xtics rotate by -30\n"
-    "  set grid ytics\n"
-    "  set key outside right\n"
+    NS_HISTOGRAM
     "  set logscale y\n"
     "  set output 'baselines.png'\n"
     "  set title 'GCRA: sluice vs baselines, same keys and threads'\n"

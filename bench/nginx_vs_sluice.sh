@@ -13,14 +13,8 @@ for t in nginx wrk; do
         { echo "$t not installed (apt-get install nginx-light wrk): skipped"; exit 77; }
 done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-tmp=$(mktemp -d)
-npid=; spid=
-cleanup() {
-    [ -n "$npid" ] && kill "$npid" 2>/dev/null
-    [ -n "$spid" ] && kill "$spid" 2>/dev/null
-    wait 2>/dev/null; rm -rf "$tmp"
-}
-trap cleanup EXIT
+npid=; spid=; server_vars="npid spid"
+. "$here/../examples/server_env.sh"
 port_n=$(shuf -i 20000-40000 -n 1); port_s=$((port_n + 1))
 up() { for _ in $(seq 50); do curl -s -o /dev/null --max-time 1 "$1" && return 0; sleep 0.1; done; return 1; }
 

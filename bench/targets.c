@@ -224,6 +224,17 @@ struct row {
     bool done;
 };
 
+/* Medians of the rounds; q sorted by median, so its ends are the spread. */
+static void row_finish(struct row *w, double *ta, double *tb, double *q)
+{
+    w->a = median(ta, REPS);
+    w->b = median(tb, REPS);
+    w->ratio = median(q, REPS);
+    w->lo = q[0];
+    w->hi = q[REPS - 1];
+    w->done = true;
+}
+
 static void compare(struct row *w, struct side *a, struct side *b, uint32_t **idx,
                     unsigned threads, uint64_t ops, bool invert)
 {
@@ -235,12 +246,7 @@ static void compare(struct row *w, struct side *a, struct side *b, uint32_t **id
         tb[r] = measure(b, idx, threads, ops);
         q[r] = invert ? tb[r] / ta[r] : ta[r] / tb[r];
     }
-    w->a = median(ta, REPS);
-    w->b = median(tb, REPS);
-    w->ratio = median(q, REPS);
-    w->lo = q[0];
-    w->hi = q[REPS - 1];
-    w->done = true;
+    row_finish(w, ta, tb, q);
 }
 
 static sluice_t *limiter(const struct keyset *ks, bool stacked, enum sluice_clock clock)
@@ -305,12 +311,7 @@ static void compare_go(struct row *w, struct side *a, uint32_t **idx, uint64_t k
             return; /* no peer: the row says so */
         q[r] = tb[r] / ta[r];
     }
-    w->a = median(ta, REPS);
-    w->b = median(tb, REPS);
-    w->ratio = median(q, REPS);
-    w->lo = q[0];
-    w->hi = q[REPS - 1];
-    w->done = true;
+    row_finish(w, ta, tb, q);
 }
 
 static double bytes_per_key(const struct keyset *ks)

@@ -9,19 +9,10 @@
 set -u
 server="$1"; limits_src="$2"
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipped"; exit 77; }
-tmp=$(mktemp -d)
-pid=; pid2=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-    [ -n "$pid2" ] && kill "$pid2" 2>/dev/null
-    wait 2>/dev/null; rm -rf "$tmp"
-}
-trap cleanup EXIT
+pid=; pid2=; server_vars="pid pid2"
+. "$(dirname "$0")/server_env.sh"
 fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && cat "$tmp/log"; exit 1; }
 ms() { date +%s%3N; }
-# every request has a bound, so no step can hang the test
-c() { curl -s --max-time 5 "$@"; }
-status() { c -o /dev/null -w '%{http_code}' "$@"; }
 
 # Start "$server" "$@" on a free loopback port: sets port and started_pid.
 start() {

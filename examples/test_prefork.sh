@@ -10,16 +10,9 @@
 set -u
 server="$1"
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipped"; exit 77; }
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-    wait 2>/dev/null; rm -rf "$tmp"
-}
-trap cleanup EXIT
+pid=; server_vars=pid
+. "$(dirname "$0")/server_env.sh"
 fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -n 30 "$tmp/log"; exit 1; }
-c() { curl -s --max-time 5 "$@"; }
-status() { c -o /dev/null -w '%{http_code}' "$@"; }
 workers() { pgrep -P "$pid" | wc -l; }
 
 # refills of one unit per 100 s: nothing refills during the test
