@@ -233,9 +233,11 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * up to 64; words = the policy's state words, at least 8), plus the
  * tables and about 600 KiB of process records; pages are only used as
  * keys arrive.
- * Shared limiters refuse SLUICE_SLIDING_LOG (its per-key lock could be held
- * forever by a killed process), policies needing more state words per key
- * than the creation policy (or 8), names of 64 bytes or more, and
+ * Every algorithm works on a shared limiter; a sliding log's key, held by a
+ * process killed while it writes the key, is released by the next process
+ * that waits for it (the killed charge counts fully or not at all).
+ * Shared limiters refuse policies needing more state words per key
+ * than the creation policy (or 8; a sliding log needs 4 + count), names of 64 bytes or more, and
  * max_keys above 2^31 (-EINVAL); they have no per-key overrides
  * (sluice_override_set/clear return -EOPNOTSUPP).  At most 1024 processes
  * attach at once (a dead process's place is taken back; a forked child,

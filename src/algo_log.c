@@ -2,7 +2,7 @@
  * Sliding log (exact): one timestamp per admitted unit; admit iff the units
  * with timestamp in (now - period, now] plus the cost stay <= count.
  *
- * State: w[0] a sequence word (odd while a writer holds the key), w[1] the
+ * State: w[0] a sequence word (odd while a writer holds the key; below), w[1] the
  * total units ever admitted N, w[2] and w[3] the "excess" (below),
  * w[4..4+count) a ring of the last `count` timestamps, unit j at slot
  * j mod count, in time order (times older than the newest are stamped as
@@ -16,9 +16,22 @@
  * stamped w[3] (the newest of them: later than the truth, so more spent).
  * They are older than the ring, so they never change a decision of this
  * count; they come back into the ring when a later change raises it.
+ * The sequence word: bit 63 SL_DEAD (frozen), bits 31..62 the holder's
+ * token while a writer holds the key (struct sl_holder: on a shared
+ * limiter, the process), bits 0..30 the sequence, odd while held (a reader
+ * would have to sleep through 2^30 writes of the key between its snapshot
+ * and its CAS to mistake the snapshot); in-process, bits 0..62 the
+ * sequence.  A process killed while it holds a key is found dead by a waiter,
+ * which releases the key as it is: the killed charge wrote its stamps over
+ * the oldest units' slots before it stored N, so either N was stored (the
+ * charge is complete) or its units are not counted and the slots it wrote
+ * hold stamps later than the units they replaced (more spent: an
+ * under-admission, never over); a killed undo stored N or did not.
  * Range: stamps are absolute times, read the same from any time.
  * Memory: 8 bytes per unit of count, plus 32, per key.
  */
+#include <sched.h>
+
 #include "internal.h"
 
 /* A stamp ts is out of the window (now - period, now] at now.  Not
@@ -48,14 +61,68 @@ static uint64_t log_ts(const struct sl_lim *lim, sl_aword *w, uint64_t j)
     return sl_load_acq(&w[SL_LOG_RING + j % lim->def.count]);
 }
 
-/* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
-static uint64_t log_read_begin(sl_aword *w)
-{
-    uint64_t s;
+#define LOG_HOLDER_SHIFT 31
+#define LOG_SEQ_MASK ((UINT64_C(1) << LOG_HOLDER_SHIFT) - 1)
 
-    while (((s = sl_load_acq(&w[0])) & 1) && !(s & SL_DEAD))
-        sl_cpu_relax();
-    return s;
+static uint64_t log_seq_mask(const struct sl_lim *lim)
+{
+    return lim->holder != NULL ? LOG_SEQ_MASK : ~SL_DEAD;
+}
+
+/* The word once the holder of s lets go: the next (even) sequence, no
+ * holder, SL_DEAD kept (a freezer may have set it meanwhile). */
+static uint64_t log_released(const struct sl_lim *lim, uint64_t s)
+{
+    return ((s + 1) & log_seq_mask(lim)) | (s & SL_DEAD);
+}
+
+/* The word once the caller holds the key of s (even, not frozen). */
+static uint64_t log_held(const struct sl_lim *lim, uint64_t s)
+{
+    uint64_t token = lim->holder != NULL ? lim->holder->token(lim->holder) : 0;
+
+    return ((s + 1) & log_seq_mask(lim)) | token << LOG_HOLDER_SHIFT;
+}
+
+/* Let go of a key this thread holds. */
+static void log_release(const struct sl_lim *lim, sl_aword *w)
+{
+    uint64_t s = sl_load_rlx(&w[0]);
+
+    /* release: the stamps and N written under the key happen before any
+     * access of whoever sees the new word; a CAS, not a store, keeps a
+     * SL_DEAD a freezer sets meanwhile */
+    while (!sl_cas_acqrel(&w[0], &s, log_released(lim, s)))
+        ;
+}
+
+/*
+ * Wait until no writer holds the key, or (until_frozen) the key is frozen;
+ * returns the word then.  A holder that died there (shared limiters only)
+ * is released by the waiter (see the top of the file: its state is safe
+ * to read as it is).  Writers hold a key for a few stores, so a waiter
+ * spins, then yields; it asks whether the holder lives every 256 rounds.
+ */
+static uint64_t log_wait(const struct sl_lim *lim, sl_aword *w, bool until_frozen)
+{
+    for (unsigned n = 1;; n++) {
+        uint64_t s = sl_load_acq(&w[0]);
+        if (!(s & 1) || (until_frozen && (s & SL_DEAD)))
+            return s;
+        if (lim->holder != NULL && n % 256 == 0 &&
+            lim->holder->dead(lim->holder, (uint32_t)(s >> LOG_HOLDER_SHIFT)))
+            (void)sl_cas_acqrel(&w[0], &s, log_released(lim, s));
+        else if (n < 1024)
+            sl_cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+/* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
+static uint64_t log_read_begin(const struct sl_lim *lim, sl_aword *w)
+{
+    return log_wait(lim, w, true);
 }
 
 static bool log_read_valid(sl_aword *w, uint64_t s)
@@ -91,7 +158,7 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 {
     for (;;) {
         struct log_view v;
-        uint64_t s = log_read_begin(w);
+        uint64_t s = log_read_begin(lim, w);
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
@@ -99,7 +166,7 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
             continue;
         if (!v.fits)
             return SL_NO;
-        if (!sl_cas_acqrel(&w[0], &s, s + 1))
+        if (!sl_cas_acqrel(&w[0], &s, log_held(lim, s)))
             continue; /* someone wrote since the snapshot: decide again */
         /* release, not relaxed: a reader whose acquire load sees one of
          * these values then also sees the odd sequence of the CAS above
@@ -109,8 +176,7 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         for (uint64_t i = 0; i < cost; i++)
             sl_store_rel(&w[SL_LOG_RING + (v.n + i) % lim->def.count], v.eff);
         sl_store_rel(&w[1], v.n + cost);
-        /* +1, not a store: keeps a SL_DEAD set meanwhile by a freezer */
-        atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
+        log_release(lim, w);
         receipt[0] = v.n + cost; /* N after this charge: see log_undo() */
         receipt[1] = receipt[2] = 0;
         return SL_OK;
@@ -128,18 +194,17 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                      const uint64_t *receipt)
 {
-    uint64_t s = log_read_begin(w);
+    uint64_t s = log_read_begin(lim, w);
 
-    (void)lim;
-    while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, s + 1))
-        s = log_read_begin(w);
+    while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, log_held(lim, s)))
+        s = log_read_begin(lim, w);
     if (s & SL_DEAD)
         return;
     /* the load is ours (the CAS above acquired the key); the store is
      * release for readers, as in log_charge */
     if (sl_load_rlx(&w[1]) == receipt[0])
         sl_store_rel(&w[1], receipt[0] - cost);
-    atomic_fetch_add_explicit(&w[0], 1, memory_order_release);
+    log_release(lim, w);
 }
 
 /* Units of the last min(n, count) whose stamp is inside the window at eff. */
@@ -163,7 +228,7 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 {
     for (;;) {
         struct log_view v;
-        uint64_t s = log_read_begin(w), inwin, newest_end;
+        uint64_t s = log_read_begin(lim, w), inwin, newest_end;
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
@@ -191,12 +256,11 @@ static bool log_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint
     return n == 0 || log_expired(lim->def.period_ns, log_ts(lim, w, n - 1), now);
 }
 
-static uint64_t log_freeze(sl_aword *w)
+static uint64_t log_freeze(const struct sl_lim *lim, sl_aword *w)
 {
     uint64_t s = sl_fetch_or_acqrel(&w[0], SL_DEAD);
 
-    while (sl_load_acq(&w[0]) & 1)
-        sl_cpu_relax(); /* the writer in finishes; no new one can enter */
+    (void)log_wait(lim, w, false); /* the writer in finishes; no new one can enter */
     return s;
 }
 

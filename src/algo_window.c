@@ -56,8 +56,9 @@ int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b)
     return (int64_t)d;
 }
 
-uint64_t sl_window_freeze(sl_aword *w)
+uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w)
 {
+    (void)lim;
     /* acq_rel: the captured value is final and every charge before it visible. */
     return sl_fetch_or_acqrel(&w[0], SL_DEAD);
 }

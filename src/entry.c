@@ -78,7 +78,7 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
     if (sl_load_acq(&e->w[pol->lim[0].off]) & SL_DEAD)
         return false;
     for (unsigned i = 0; i < pol->nlimits; i++)
-        pol->lim[i].ops->freeze(&e->w[pol->lim[i].off]);
+        pol->lim[i].ops->freeze(&pol->lim[i], &e->w[pol->lim[i].off]);
     /* The caller then reads last_ns with sl_last_after_freeze(): an
      * admission whose raise that read misses sees the freeze and raises
      * the replacement itself (sl_touch in decide.c). */

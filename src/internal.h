@@ -61,10 +61,23 @@ static inline unsigned sl_bits(uint64_t v) { return v ? 64u - (unsigned)__builti
 
 /* ---- compiled policies (policy.c) ------------------------------------ */
 
+/*
+ * Who holds a sliding log's key while writing it (algo_log.c).  On a shared
+ * limiter that is a process, which a SIGKILL can stop there for good, so a
+ * waiter must be able to tell it died and release the key; the writer's
+ * token (its process's place in the file) is stored in the word it holds.
+ * NULL on in-process limiters, whose writers only die with their waiters.
+ */
+struct sl_holder {
+    uint32_t (*token)(const struct sl_holder *h);    /* the caller's: nonzero */
+    bool (*dead)(const struct sl_holder *h, uint32_t token);
+};
+
 /* One limit, validated and with everything the hot path needs precomputed. */
 struct sl_lim {
     struct sluice_limit def;    /* as configured, burst/precision defaults filled */
     const struct sl_algo *ops;
+    const struct sl_holder *holder; /* shared limiters' processes (above); else NULL */
     uint32_t off;               /* first state word of this limit in an entry */
     uint32_t nwords;
     uint64_t cap;               /* the largest cost ever admissible */
@@ -151,7 +164,7 @@ struct sl_algo {
     int (*report)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   struct sl_report *out);
     bool (*is_fresh)(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now);
-    uint64_t (*freeze)(sl_aword *w);
+    uint64_t (*freeze)(const struct sl_lim *lim, sl_aword *w);
     void (*carry)(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to, sl_aword *tw,
                   uint64_t now);
 };
@@ -182,7 +195,7 @@ extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_alg
 /* Shared by the windowed algorithms (algo_window.c). */
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
 void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords);
-uint64_t sl_window_freeze(sl_aword *w);
+uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w);
 uint64_t sl_window_later(const struct sl_lim *lim, unsigned nfields, uint64_t x, uint64_t y);
 /* Signed distance a - b of two window indexes modulo 2^ibits. */
 int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b);

@@ -111,6 +111,7 @@ struct sl_shm {
      * the record's owner word (shm_epoch.c) */
     _Atomic uint64_t me, owner;
     pthread_mutex_t mu;         /* the record claim and the policy cache */
+    struct sl_holder holder;    /* sliding logs' writers: this process (algo_log.c) */
     /* compiled policies by generation (the current one is l->policy) */
     struct sl_policy *cache[4];
     unsigned cache_next;
@@ -119,6 +120,15 @@ struct sl_shm {
 /* shm_file.c */
 int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *out);
 
+/* Sliding logs of this file's policies know their writers by process
+ * (shm_epoch.c); every policy compiled for the file is bound to it. */
+void sl_shm_holder_init(struct sl_shm *m);
+static inline void sl_shm_policy_bind(struct sl_shm *m, struct sl_policy *p)
+{
+    for (unsigned i = 0; i < p->nlimits; i++)
+        p->lim[i].holder = &m->holder;
+}
+
 /* shm_policy.c */
 void sl_shm_policy_words(const struct sluice_policy *p, uint64_t *w);
 /* Policy slot gen & 1: read by seqlock (false: another generation, or
@@ -126,7 +136,7 @@ void sl_shm_policy_words(const struct sluice_policy *p, uint64_t *w);
 bool sl_shm_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_policy *out);
 void sl_shm_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sluice_policy *p);
 /* Compile def for a file whose entries hold `words` state words (0: any):
- * no sliding log, no more words. */
+ * no more words. */
 int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words, struct sl_policy **out);
 /* The compiled default policy of generation gen (a reference is kept by
  * the handle's cache, valid until the limiter is destroyed); NULL if the

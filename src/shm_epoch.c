@@ -366,6 +366,29 @@ uint32_t sl_shm_pin_token(struct sluice *l)
     return (uint32_t)(sl_shm_me(l) + 1) | (uint32_t)(((owner >> 32) & 0x1fffff) << 11);
 }
 
+/* This process's token in the file (its record, which sl_shm_enter made
+ * current), as sl_shm_pin_token. */
+static uint32_t sl_shm_holder_token(const struct sl_holder *h)
+{
+    const struct sl_shm *m = (const void *)((const char *)h - offsetof(struct sl_shm, holder));
+    uint64_t me = atomic_load_explicit(&m->me, memory_order_acquire);
+    uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
+
+    return (uint32_t)(me & UINT32_MAX) | (uint32_t)(((owner >> 32) & 0x1fffff) << 11);
+}
+
+static bool sl_shm_holder_dead(const struct sl_holder *h, uint32_t token)
+{
+    return !sl_shm_pin_live((struct sl_shm *)((char *)(uintptr_t)h - offsetof(struct sl_shm, holder)),
+                            token);
+}
+
+void sl_shm_holder_init(struct sl_shm *m)
+{
+    m->holder.token = sl_shm_holder_token;
+    m->holder.dead = sl_shm_holder_dead;
+}
+
 bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
 {
     uint32_t idx = (pin & 0x7ff) - 1;

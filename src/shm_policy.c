@@ -48,9 +48,9 @@ void sl_shm_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sluic
     sl_store_rel(&s->gen, gen);
 }
 
-/* The policies a shared limiter can hold: every algorithm but the sliding
- * log (its per-key lock could be held forever by a killed process), in
- * the state words every entry of the file has. */
+/* The policies a shared limiter can hold: every algorithm, in the state
+ * words every entry of the file has (a sliding log's writers are known by
+ * process, so a killed one holds no key for long: sl_shm_policy_bind). */
 int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words,
                                struct sl_policy **out)
 {
@@ -59,9 +59,6 @@ int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words,
 
     if (def->nlimits == 0 || def->nlimits > SLUICE_MAX_LIMITS)
         return -EINVAL;
-    for (unsigned i = 0; i < def->nlimits; i++)
-        if (def->limits[i].algo == SLUICE_SLIDING_LOG)
-            return -EINVAL;
     if ((rc = sl_policy_new(def, false, &p)) < 0)
         return rc;
     if (words != 0 && p->nwords > words) {
@@ -87,6 +84,7 @@ struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen)
     if (p == NULL && sl_shm_polslot_read(m->hdr, gen, &def) &&
         sl_shm_policy_check(&def, m->words, &p) == 0) {
         p->shm_ref = gen;
+        sl_shm_policy_bind(m, p);
         if (m->cache[m->cache_next] != NULL)
             sl_policy_unref(m->cache[m->cache_next]); /* retired: callers hold ck sections */
         m->cache[m->cache_next] = p;

@@ -372,9 +372,9 @@ static void test_carry_behind(void)
         one_init(&b, lim(algos[k], 10, NS_PER_S, algos[k] == SLUICE_GCRA ? 5 : 0));
         one_init(&c, lim(algos[k], 20, NS_PER_S, 0));
         CHECK_EQ(one_charge(&a, t, 20, r), SL_OK);
-        a.lim.ops->freeze(a.w);
+        a.lim.ops->freeze(&a.lim, a.w);
         a.lim.ops->carry(&a.lim, a.w, &b.lim, b.w, behind);
-        b.lim.ops->freeze(b.w);
+        b.lim.ops->freeze(&b.lim, b.w);
         b.lim.ops->carry(&b.lim, b.w, &c.lim, c.w, behind);
         if (one_room(&c, t) != 0)
             fprintf(stderr, "carry behind %s: %llu units refilled\n", names[k],

@@ -63,9 +63,6 @@ static void test_errors(const char *path)
     CHECK_EQ(sluice_open_shared(path, NULL, SLUICE_SHARED_CREATE, &l), -EINVAL);
     CHECK_EQ(sluice_open_shared(path, NULL, 0, &l), -ENOENT);
     CHECK_EQ(sluice_open_shared(path, &cfg, 0, &l), -ENOENT);
-    cfg.policy.limits[0].algo = SLUICE_SLIDING_LOG;
-    CHECK_EQ(sluice_open_shared(path, &cfg, SLUICE_SHARED_CREATE, &l), -EINVAL);
-    cfg_fixed(&cfg, 10);
     cfg.name = "a-name-of-sixty-four-bytes-is-too-long-for-a-shared-limiter-file";
     CHECK_EQ(sluice_open_shared(path, &cfg, SLUICE_SHARED_CREATE, &l), -EINVAL);
     cfg_fixed(&cfg, 10);
@@ -292,9 +289,15 @@ static void test_policy_seen(const char *path)
     CHECK_EQ(sluice_set_policy(l, &p), 0);
     CHECK_U64(drain(l, "late"), 0);
     CHECK_U64(drain(l, "new"), 50);
-    /* refused: the sliding log, and more state words than the file holds */
+    /* refused: more state words than the file holds (a sliding log of 50:
+     * 54 words; of 4: 8, which fit) */
     p.limits[0].algo = SLUICE_SLIDING_LOG;
     CHECK_EQ(sluice_set_policy(l, &p), -EINVAL);
+    p.limits[0].count = 4;
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
+    CHECK_U64(drain(l, "log"), 4);
+    p.limits[0] = (struct sluice_limit){.algo = SLUICE_GCRA, .count = 50, .period_ns = S};
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
     p.limits[0] = (struct sluice_limit){.algo = SLUICE_SLIDING_WINDOW, .count = 10,
                                         .period_ns = 3600 * S, .precision_ns = S};
     CHECK_EQ(sluice_set_policy(l, &p), -EINVAL);

@@ -216,7 +216,7 @@ static void run_threads(void)
 
 int main(void)
 {
-    struct cse cases[6];
+    struct cse cases[8];
     unsigned n = 0;
     const uint64_t S = NS_PER_S;
 
@@ -233,6 +233,13 @@ int main(void)
     cases[n].name = "approx sliding 45/s";
     add(&cases[n].pol, SLUICE_APPROX_SLIDING, 45, S, 0, 0);
     cases[n++].bound = 45;
+    cases[n].name = "sliding log 35/s";
+    add(&cases[n].pol, SLUICE_SLIDING_LOG, 35, S, 0, 0);
+    cases[n++].bound = 35;
+    cases[n].name = "gcra 10/s + sliding log 30/min";
+    add(&cases[n].pol, SLUICE_GCRA, 10, S, 0, 0);
+    add(&cases[n].pol, SLUICE_SLIDING_LOG, 30, 60 * S, 0, 0);
+    cases[n++].bound = 10;
     cases[n].name = "gcra 10/s + fixed 100/min";
     add(&cases[n].pol, SLUICE_GCRA, 10, S, 0, 0);
     add(&cases[n].pol, SLUICE_FIXED_WINDOW, 100, 60 * S, 0, 0);
