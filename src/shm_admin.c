@@ -208,6 +208,7 @@ static int sl_shm_admin(struct sluice *l, const void *key, size_t len, enum sl_a
     /* checked and compiled before any lock: refused policies take nothing */
     if (op == SL_OVR_SET && (rc = sl_shm_policy_check(def, m->words, &ovr)) < 0)
         return rc;
+    rc = -EAGAIN; /* not tried yet */
     sl_epoch_begin(t);
     if (ovr != NULL)
         ovr->is_override = true;
