@@ -30,9 +30,13 @@
 #define NOW (UINT64_C(1000) * NS_PER_S) /* every decision's time */
 #define WATCHDOG 60                     /* s: a wedged call fails the test */
 
+#define FLIP_KEYS 4
+#define ROUNDS 200 /* fresh keys per round: each round races from empty */
+
 struct page {
-    _Atomic uint64_t admitted, errors, stop, ready;
+    _Atomic uint64_t errors, stop, ready, round;
     _Atomic uint64_t value[8];
+    _Atomic uint64_t admitted[ROUNDS][FLIP_KEYS];
 };
 
 static struct page *pg;
@@ -226,26 +230,41 @@ static void test_late(void)
 
 /* ---- flips ---------------------------------------------------------- */
 
-#define FLIP_KEYS 4
 #define BIG 20 /* the largest count of default (10) and overrides (20, 5) */
 
 struct flipcfg {
     enum sluice_algo algo;
-    unsigned rounds;
     uint64_t seed;
 };
 
+/* Key k of round r. */
+static uint64_t t_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static uint64_t t_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Rounds of the flip tests: fewer under sanitizers. */
+static uint64_t t_rounds(double scale)
+{
+    return t_min(ROUNDS, (uint64_t)(150 * scale) + 20);
+}
+
+static int flip_key(char *key, size_t cap, uint64_t r, uint64_t k)
+{
+    return snprintf(key, cap, "r%" PRIu64 "-%" PRIu64, r, k);
+}
+
+/* Flips keys of the current round between the overrides and the default
+ * until told to stop. */
 static int flipper(sluice_t *l, void *arg)
 {
     struct flipcfg *c = arg;
     struct sluice_policy hi = pol1(c->algo, BIG), lo = pol1(c->algo, 5);
     uint64_t rng = c->seed;
 
-    for (unsigned i = 0; i < c->rounds; i++) {
-        char key[8];
+    while (!atomic_load(&pg->stop)) {
+        char key[32];
         unsigned what = (unsigned)(t_rand(&rng) % 3);
         int rc;
-        snprintf(key, sizeof(key), "f%u", (unsigned)(t_rand(&rng) % FLIP_KEYS));
+        flip_key(key, sizeof(key), atomic_load(&pg->round), t_rand(&rng) % FLIP_KEYS);
         rc = what == 0   ? sluice_override_set(l, key, strlen(key), &hi)
              : what == 1 ? sluice_override_set(l, key, strlen(key), &lo)
                          : sluice_override_clear(l, key, strlen(key));
@@ -260,12 +279,13 @@ static int decider(sluice_t *l, void *arg)
     uint64_t rng = *(uint64_t *)arg;
 
     while (!atomic_load(&pg->stop)) {
-        char key[8];
+        char key[32];
+        uint64_t r = atomic_load(&pg->round), k = t_rand(&rng) % FLIP_KEYS;
         int rc;
-        snprintf(key, sizeof(key), "f%u", (unsigned)(t_rand(&rng) % FLIP_KEYS));
+        flip_key(key, sizeof(key), r, k);
         rc = sluice_acquire_at(l, key, strlen(key), 1, NOW, NULL);
         if (rc == SLUICE_ALLOW)
-            atomic_fetch_add(&pg->value[key[1] - '0'], 1);
+            atomic_fetch_add(&pg->admitted[r][k], 1);
         else if (rc != SLUICE_DENY)
             atomic_fetch_add(&pg->errors, 1);
     }
@@ -292,34 +312,56 @@ static bool reaped_ok(pid_t pid)
     return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-/* After the races: every key raised to the largest override, then drained
- * in this process; the total never above BIG, and (single limit, nobody
- * killed) exactly BIG for the fixed window, whose carry is a count. */
-static void check_flip_totals(sluice_t *l, const char *name, enum sluice_algo a, bool exact)
+/* After the races: every key of rounds [0, rounds) raised to the largest
+ * override, then drained in this process; never above BIG in all, and
+ * (single limit, nothing lost) exactly BIG where the carry is a count. */
+static void check_flip_totals(sluice_t *l, const char *name, enum sluice_algo a, bool exact,
+                              uint64_t rounds)
 {
     struct sluice_policy hi = pol1(a, BIG);
+    uint64_t worst = 0, least = UINT64_MAX, racing = 0;
 
-    for (unsigned k = 0; k < FLIP_KEYS; k++) {
-        char key[8];
-        uint64_t during, after;
-        snprintf(key, sizeof(key), "f%u", k);
-        during = atomic_load(&pg->value[k]);
-        CHECK_EQ(sluice_override_set(l, key, strlen(key), &hi), 0);
-        after = drain(l, key);
-        if (during + after > BIG)
-            fprintf(stderr, "%s: key %u admitted %" PRIu64 " + %" PRIu64 " > serial bound %d\n",
-                    name, k, during, after, BIG);
-        CHECK(during + after <= BIG);
-        if (exact)
-            CHECK_U64(during + after, BIG);
-        printf("%-22s key f%u: %2" PRIu64 " admitted racing the flips, %2" PRIu64
-               " after, bound %d\n", name, k, during, after, BIG);
+    for (uint64_t r = 0; r < rounds; r++)
+        for (uint64_t k = 0; k < FLIP_KEYS; k++) {
+            char key[32];
+            uint64_t during = atomic_load(&pg->admitted[r][k]), after;
+            flip_key(key, sizeof(key), r, k);
+            CHECK_EQ(sluice_override_set(l, key, strlen(key), &hi), 0);
+            after = drain(l, key);
+            if (during + after > BIG)
+                fprintf(stderr, "%s: key %s admitted %" PRIu64 " + %" PRIu64
+                        " > serial bound %d\n", name, key, during, after, BIG);
+            CHECK(during + after <= BIG);
+            if (exact && during + after != BIG)
+                fprintf(stderr, "%s: key %s admitted %" PRIu64 " + %" PRIu64 " of %d\n", name,
+                        key, during, after, BIG);
+            if (exact)
+                CHECK_U64(during + after, BIG);
+            worst = t_max(worst, during + after);
+            least = during + after < least ? during + after : least;
+            racing += during;
+        }
+    printf("%-20s %3" PRIu64 " rounds x %d keys: %" PRIu64 " admitted racing the flips; per key "
+           "%" PRIu64 "..%" PRIu64 " in all, bound %d\n",
+           name, rounds, FLIP_KEYS, racing, least, worst, BIG);
+}
+
+/* Rounds of fresh keys, a few ms each, while flippers and deciders run. */
+static void drive_rounds(uint64_t rounds)
+{
+    struct timespec ts = {0, 3000000};
+
+    for (uint64_t r = 0; r < rounds; r++) {
+        atomic_store(&pg->round, r);
+        nanosleep(&ts, NULL);
     }
+    atomic_store(&pg->stop, 1);
 }
 
 static void test_flips(enum sluice_algo a, const char *name, double scale)
 {
     enum { FLIPPERS = 3, DECIDERS = 3 };
+    uint64_t rounds = t_rounds(scale);
     char path[256];
     struct flipcfg fc[FLIPPERS];
     uint64_t seeds[DECIDERS];
@@ -327,23 +369,23 @@ static void test_flips(enum sluice_algo a, const char *name, double scale)
     sluice_t *l;
 
     t_shm_path(path, sizeof(path), "ovr-flips");
-    l = make(path, a, 10, 1024);
+    l = make(path, a, 10, 4096);
     memset(pg, 0, sizeof(*pg));
     for (int i = 0; i < DECIDERS; i++) {
         seeds[i] = (uint64_t)i * 31 + 7;
         d[i] = spawn(path, decider, &seeds[i]);
     }
     for (int i = 0; i < FLIPPERS; i++) {
-        fc[i] = (struct flipcfg){a, (unsigned)(4000 * scale) + 100, (uint64_t)i * 977 + 3};
+        fc[i] = (struct flipcfg){a, (uint64_t)i * 977 + 3};
         f[i] = spawn(path, flipper, &fc[i]);
     }
+    drive_rounds(rounds);
     for (int i = 0; i < FLIPPERS; i++)
         CHECK(reaped_ok(f[i]));
-    atomic_store(&pg->stop, 1);
     for (int i = 0; i < DECIDERS; i++)
         CHECK(reaped_ok(d[i]));
     CHECK_U64(atomic_load(&pg->errors), 0);
-    check_flip_totals(l, name, a, a == SLUICE_FIXED_WINDOW);
+    check_flip_totals(l, name, a, a == SLUICE_FIXED_WINDOW, rounds);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
@@ -370,26 +412,25 @@ static void *th_main(void *p)
 static void test_flip_threads(double scale)
 {
     enum { T = 4 };
+    uint64_t rounds = t_rounds(scale);
     char path[256];
     struct tharg args[T];
     pthread_t th[T];
     sluice_t *l;
 
     t_shm_path(path, sizeof(path), "ovr-threads");
-    l = make(path, SLUICE_FIXED_WINDOW, 10, 1024);
+    l = make(path, SLUICE_FIXED_WINDOW, 10, 4096);
     memset(pg, 0, sizeof(*pg));
     for (int i = 0; i < T; i++) {
-        args[i] = (struct tharg){l, {SLUICE_FIXED_WINDOW, (unsigned)(2000 * scale) + 100,
-                                     (uint64_t)i * 13 + 1}, (uint64_t)i + 99, i < 2};
+        args[i] = (struct tharg){l, {SLUICE_FIXED_WINDOW, (uint64_t)i * 13 + 1}, (uint64_t)i + 99,
+                                 i < 2};
         CHECK(pthread_create(&th[i], NULL, th_main, &args[i]) == 0);
     }
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
-    atomic_store(&pg->stop, 1);
-    for (int i = 2; i < T; i++)
+    drive_rounds(rounds);
+    for (int i = 0; i < T; i++)
         pthread_join(th[i], NULL);
     CHECK_U64(atomic_load(&pg->errors), 0);
-    check_flip_totals(l, "flips threads", SLUICE_FIXED_WINDOW, true);
+    check_flip_totals(l, "flips threads", SLUICE_FIXED_WINDOW, true, rounds);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
@@ -401,18 +442,14 @@ static int set_clear_forever(sluice_t *l, void *arg)
     struct flipcfg c = *(struct flipcfg *)arg;
 
     atomic_store(&pg->ready, 1);
-    for (;;) {
-        c.rounds = 1000;
-        flipper(l, &c);
-        c.seed++;
-    }
-    return 0;
+    return flipper(l, &c); /* until killed */
 }
 
 static void test_kill(double scale)
 {
-    enum { DECIDERS = 2, SMALL = 64 };
+    enum { DECIDERS = 2, MAX_KEYS = 1024 }; /* as many override slots */
     unsigned kills = (unsigned)(150 * scale) + 10;
+    uint64_t rounds = 0;
     char path[256];
     uint64_t seeds[DECIDERS], rng = 12345;
     pid_t d[DECIDERS];
@@ -420,17 +457,19 @@ static void test_kill(double scale)
     unsigned taken = 0;
 
     t_shm_path(path, sizeof(path), "ovr-kill");
-    l = make(path, SLUICE_FIXED_WINDOW, 10, SMALL); /* SMALL override slots */
+    l = make(path, SLUICE_FIXED_WINDOW, 10, MAX_KEYS);
     memset(pg, 0, sizeof(*pg));
     for (int i = 0; i < DECIDERS; i++) {
         seeds[i] = (uint64_t)i * 31 + 11;
         d[i] = spawn(path, decider, &seeds[i]);
     }
     for (unsigned i = 0; i < kills; i++) {
-        struct flipcfg fc = {SLUICE_FIXED_WINDOW, 0, t_rand(&rng)};
+        struct flipcfg fc = {SLUICE_FIXED_WINDOW, t_rand(&rng)};
         struct timespec ts = {0, (long)(t_rand(&rng) % 2000000)};
         pid_t pid;
         int st;
+        rounds = t_min(i / 2, ROUNDS - 1) + 1; /* fresh keys every other kill */
+        atomic_store(&pg->round, rounds - 1);
         atomic_store(&pg->ready, 0);
         pid = spawn(path, set_clear_forever, &fc);
         while (!atomic_load(&pg->ready))
@@ -446,26 +485,29 @@ static void test_kill(double scale)
     alarm(WATCHDOG); /* this process's own calls below must not wedge either */
     /* every key still answers override calls, no bound was broken, and
      * nothing was lost (a dead writer's frozen entry is thawed, whole) */
-    check_flip_totals(l, "kill", SLUICE_FIXED_WINDOW, true);
-    /* no slot leaked: with every override cleared, all SMALL can be taken */
-    for (unsigned k = 0; k < FLIP_KEYS; k++) {
-        char key[8];
-        snprintf(key, sizeof(key), "f%u", k);
-        CHECK_EQ(sluice_override_clear(l, key, strlen(key)), 0);
-    }
-    (void)sluice_reap(l, NOW); /* takes every shard lock: a dead holder's repair */
-    for (unsigned k = 0; k < SMALL; k++) {
+    check_flip_totals(l, "kill", SLUICE_FIXED_WINDOW, true, rounds);
+    /* no slot leaked: with every override cleared (and the keys reaped,
+     * for room), every slot can be taken again */
+    for (uint64_t r = 0; r < rounds; r++)
+        for (uint64_t k = 0; k < FLIP_KEYS; k++) {
+            char key[32];
+            flip_key(key, sizeof(key), r, k);
+            CHECK_EQ(sluice_override_clear(l, key, strlen(key)), 0);
+        }
+    /* takes every shard lock (a dead holder's repair), removes the keys */
+    CHECK_EQ(sluice_reap(l, NOW + 3600 * NS_PER_S), rounds * FLIP_KEYS);
+    for (unsigned k = 0; k < MAX_KEYS; k++) {
         char key[16];
         struct sluice_policy p = pol1(SLUICE_FIXED_WINDOW, 3);
         snprintf(key, sizeof(key), "s%u", k);
         taken += sluice_override_set(l, key, strlen(key), &p) == 0;
     }
-    CHECK_EQ(taken, SMALL);
+    CHECK_EQ(taken, MAX_KEYS);
     alarm(0);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
     printf("kill: %u set/clear loops SIGKILLed, bounds held, %u of %u slots free after\n",
-           kills, taken, (unsigned)SMALL);
+           kills, taken, (unsigned)MAX_KEYS);
 }
 
 /* ---- full ----------------------------------------------------------- */
