@@ -24,6 +24,9 @@
 #define SL_SHM_MAX_KEYS (UINT64_C(1) << 31)
 #define SL_SHM_MAX_WORDS (UINT64_C(1) << 20)
 
+/* sluice.h and sluice_open_shared(3) state the size of an override */
+_Static_assert(sizeof(struct sl_shm_ovr) == 464, "an override slot is documented as 464 bytes");
+
 static uint64_t sl_fnv(const void *p, size_t n)
 {
     const unsigned char *c = p;
