@@ -233,8 +233,9 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * Memory is fixed at creation from max_keys and max_key_len: room for
  * 2 * max_keys + 64 entries of 64 + 8 * words + max_key_len bytes (rounded
  * up to 64; words = the policy's state words, at least 8), plus the
- * tables, about 600 KiB of process records and 464 bytes per override
- * (below); pages are only used as keys arrive.  At most min(max_keys,
+ * tables, about 600 KiB of process records and 464 bytes for each of
+ * min(max_keys, 4096) + shards override slots (below); pages are only
+ * used as keys arrive.  At most min(max_keys,
  * 4096) keys have an override at once: sluice_override_set on another key
  * then returns -ENOSPC, changing nothing.
  * Shared limiters refuse SLUICE_SLIDING_LOG (its per-key lock could be held

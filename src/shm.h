@@ -25,7 +25,7 @@
 #define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */
 #define SL_SHM_POL_WORDS ((sizeof(struct sluice_policy) + 7) / 8)
 #define SL_SHM_NAME 64u
-#define SL_SHM_OVR_MAX 4096u    /* override policies at most (fewer if max_keys is) */
+#define SL_SHM_OVR_MAX 4096u    /* overridden keys at most (fewer if max_keys is) */
 
 /*
  * An entry's polref names its policy: a default generation (>= 1, below
@@ -71,7 +71,8 @@ struct sl_shm_hdr {
     uint64_t pool;              /* entries */
     uint64_t slots;             /* slots per array (a power of two) */
     uint64_t esize;             /* bytes per entry */
-    uint64_t novr;              /* override policy slots */
+    uint64_t novr;              /* override policy slots: one per overridden key,
+                                   and one per shard for a change in progress */
     uint64_t hkey[2];
     char name[SL_SHM_NAME];
     uint64_t create_pol[SL_SHM_POL_WORDS];
@@ -90,6 +91,7 @@ struct sl_shm_hdr {
     sl_aword room_fruitless, room_quiet_until, reap_next;
     sl_aword repair;            /* a writer died holding a shard: reconcile */
     sl_aword ovr_serial;        /* override tags made (sl_shm_ovr_new) */
+    sl_aword ovr_keys;          /* keys with an override, reserved before the change */
     sl_aword ovr_cursor;        /* where the next override slot search starts (a hint) */
 };
 
@@ -128,7 +130,7 @@ struct sl_shm {
     sl_aword *slots, *states;
     struct sl_shm_ovr *ovr;
     unsigned char *entries;
-    uint64_t pool, nslots, words, esize, novr;
+    uint64_t pool, nslots, words, esize, novr, ovr_max;
     unsigned shard_shift;
     /* this process's record: (fork generation << 32) | (index + 1), and
      * the record's owner word (shm_epoch.c) */

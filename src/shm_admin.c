@@ -146,6 +146,20 @@ int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
 
 enum sl_admin_op { SL_RESET, SL_OVR_SET, SL_OVR_CLEAR };
 
+/* One more key with an override, if fewer than the bound have one (CAS:
+ * the count never reads above it; relaxed: sl_shm_reconcile recounts it
+ * with every shard locked, the only other writer). */
+static bool sl_shm_ovr_take(struct sl_shm *m)
+{
+    uint64_t n = sl_load_rlx(&m->hdr->ovr_keys);
+
+    while (n < m->ovr_max)
+        if (atomic_compare_exchange_weak_explicit(&m->hdr->ovr_keys, &n, n + 1,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return true;
+    return false;
+}
+
 /*
  * One change of one key under its shard lock.  reset: a fresh state under
  * the key's policy (its override kept); set: the key (made if absent)
@@ -180,16 +194,29 @@ static int sl_shm_admin_locked(struct sluice *l, struct sl_shm_shard *s, uint64_
         return sl_shm_swap(l, slot, e, from, from->is_override ? from : cur, false, now);
     to = cur;
     if (op == SL_OVR_SET) {
-        if ((ovr->shm_ref = sl_shm_ovr_new(m, def)) == 0)
-            return -ENOSPC; /* every override slot is taken (sluice.h) */
+        /* a key that gains an override counts against the bound first */
+        bool gains = from == NULL || !from->is_override;
+        if (gains && !sl_shm_ovr_take(m))
+            return -ENOSPC; /* min(max_keys, 4096) keys have one (sluice.h) */
+        if ((ovr->shm_ref = sl_shm_ovr_new(m, def)) == 0) {
+            /* only while a dead writer's slots await the repair */
+            if (gains)
+                sl_uncount(&m->hdr->ovr_keys, 1);
+            return -ENOSPC;
+        }
         to = ovr;
     }
     rc = e == NULL ? sl_shm_add_locked(l, s, h, key, len, to, now)
                    : sl_shm_swap(l, slot, e, from, to, true, now);
-    if (rc != 0 && op == SL_OVR_SET)
+    if (rc != 0 && op == SL_OVR_SET) {
         sl_shm_ovr_free(m, to->shm_ref);
-    else if (rc == 0 && from != NULL && from->is_override)
+        if (from == NULL || !from->is_override)
+            sl_uncount(&m->hdr->ovr_keys, 1);
+    } else if (rc == 0 && from != NULL && from->is_override) {
         sl_shm_ovr_free(m, from->shm_ref); /* no entry names it now */
+        if (op == SL_OVR_CLEAR)
+            sl_uncount(&m->hdr->ovr_keys, 1);
+    }
     return rc;
 }
 

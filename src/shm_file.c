@@ -57,14 +57,16 @@ static uint64_t sl_isqrt(uint64_t v)
  * gets with high probability (random hash key: mean plus 4 sigma); one
  * override policy per key up to SL_SHM_OVR_MAX (a slot is as large as a
  * struct sluice_policy: every key overridden at 2^20 keys would need
- * 464 MiB). */
+ * 464 MiB), and one per shard: a key's new override is written before its
+ * old one is freed, under the shard lock, so changing an override never
+ * fails for want of a slot. */
 static void sl_derive(uint64_t max_keys, uint64_t max_key_len, uint64_t nshards, uint64_t words,
                       uint64_t *pool, uint64_t *slots, uint64_t *esize, uint64_t *novr)
 {
     uint64_t per = (max_keys + nshards - 1) / nshards, want = 2 * (per + 4 * sl_isqrt(per) + 16);
 
     *pool = 2 * max_keys + 64;
-    *novr = sl_min64(max_keys, SL_SHM_OVR_MAX);
+    *novr = sl_min64(max_keys, SL_SHM_OVR_MAX) + nshards;
     *slots = 64;
     while (*slots < want)
         *slots <<= 1;
@@ -300,6 +302,7 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     m->states = (sl_aword *)(void *)(base + lay.states);
     m->ovr = (struct sl_shm_ovr *)(void *)(base + lay.ovr);
     m->novr = h->novr;
+    m->ovr_max = sl_min64(h->max_keys, SL_SHM_OVR_MAX);
     m->entries = base + lay.entries;
     m->pool = h->pool;
     m->nslots = h->slots;

@@ -567,7 +567,7 @@ void sl_shm_reconcile(struct sluice *l)
     struct sl_thread *t = sl_thread_get();
     unsigned char *seen = calloc(m->pool / 8 + 1, 1);
     uint64_t *named = calloc(m->novr, sizeof(*named)); /* the tag an entry names, per slot */
-    uint64_t keys = 0, ep;
+    uint64_t keys = 0, ovr_keys = 0, ep;
 
     if (t != NULL)
         sl_epoch_begin(t);
@@ -593,6 +593,7 @@ void sl_shm_reconcile(struct sluice *l)
                 seen[idx / 8] |= (unsigned char)(1u << (idx % 8));
             if (named != NULL && sl_shm_is_ovr(e->polref) && (e->polref & UINT32_MAX) < m->novr)
                 named[e->polref & UINT32_MAX] = e->polref;
+            ovr_keys += sl_shm_is_ovr(e->polref);
             sl_shm_thaw(l, e);
         }
         sl_store_rlx(&s->live, live);
@@ -600,6 +601,7 @@ void sl_shm_reconcile(struct sluice *l)
         keys += live;
     }
     sl_store_rlx(&m->hdr->nkeys, keys);
+    sl_store_rlx(&m->hdr->ovr_keys, ovr_keys);
     for (uint64_t idx = 0; seen != NULL && idx < m->pool; idx++)
         if (!(seen[idx / 8] & (1u << (idx % 8))) && sl_load_acq(&m->states[idx]) == SL_ST_USED)
             sl_shm_retire(m, idx); /* allocated by a dead writer, never published */

@@ -19,13 +19,16 @@
  *            making no key and changing no state; overridden keys are
  *            never reaped.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "helpers.h"
+#include "shm.h" /* to count the file's taken override slots */
 
 #define NOW (UINT64_C(1000) * NS_PER_S) /* every decision's time */
 #define WATCHDOG 60                     /* s: a wedged call fails the test */
@@ -437,6 +440,31 @@ static void test_flip_threads(double scale)
 
 /* ---- kill ----------------------------------------------------------- */
 
+/* Override slots taken in the file at path (its own layout), or UINT64_MAX. */
+static uint64_t slots_taken(const char *path)
+{
+    struct sl_shm_layout lay;
+    struct stat st;
+    uint64_t n = 0;
+    unsigned char *base;
+    int fd = open(path, O_RDONLY);
+
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return UINT64_MAX;
+    base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED)
+        return UINT64_MAX;
+    if (sl_shm_layout((struct sl_shm_hdr *)(void *)base, &lay) != 0) {
+        munmap(base, (size_t)st.st_size);
+        return UINT64_MAX;
+    }
+    for (uint64_t i = 0; i < ((struct sl_shm_hdr *)(void *)base)->novr; i++)
+        n += sl_load_acq(&((struct sl_shm_ovr *)(void *)(base + lay.ovr))[i].tag) != 0;
+    munmap(base, (size_t)st.st_size);
+    return n;
+}
+
 static int set_clear_forever(sluice_t *l, void *arg)
 {
     struct flipcfg c = *(struct flipcfg *)arg;
@@ -496,6 +524,7 @@ static void test_kill(double scale)
         }
     /* takes every shard lock (a dead holder's repair), removes the keys */
     CHECK_EQ(sluice_reap(l, NOW + 3600 * NS_PER_S), rounds * FLIP_KEYS);
+    CHECK_U64(slots_taken(path), 0);
     for (unsigned k = 0; k < MAX_KEYS; k++) {
         char key[16];
         struct sluice_policy p = pol1(SLUICE_FIXED_WINDOW, 3);
@@ -503,6 +532,7 @@ static void test_kill(double scale)
         taken += sluice_override_set(l, key, strlen(key), &p) == 0;
     }
     CHECK_EQ(taken, MAX_KEYS);
+    CHECK_U64(slots_taken(path), MAX_KEYS);
     alarm(0);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
@@ -544,6 +574,13 @@ static void test_full(void)
     CHECK_EQ(sluice_override_set(l, "last", 4, &p), 0);
     sluice_stats(l, &st);
     keys = st.keys;
+    /* a key that has one changes it at full (spare slots) */
+    {
+        struct sluice_policy q = pol1(SLUICE_FIXED_WINDOW, 30);
+        CHECK_EQ(sluice_override_set(l, "o9", 2, &q), 0);
+        CHECK_EQ(in_child(path, NULL, child_peek, "o9"), 0);
+        CHECK_U64(atomic_load(&pg->value[1]), 30);
+    }
     /* full: refused, nothing made, nothing changed */
     CHECK_EQ(sluice_override_set(l, "absent", 6, &p), -ENOSPC);
     CHECK_EQ(sluice_override_set(l, "spent", 5, &p), -ENOSPC);
