@@ -174,7 +174,8 @@ static int sl_shm_admin_locked(struct sluice *l, struct sl_shm_shard *s, uint64_
                                uint64_t now)
 {
     struct sl_shm *m = l->shm;
-    struct sl_policy *from = NULL, *to, *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    struct sl_policy *from = NULL, *to;
     struct sl_entry *e;
     sl_aword *slot;
     int rc;
@@ -253,8 +254,8 @@ static int sl_shm_admin(struct sluice *l, const void *key, size_t len, enum sl_a
         sl_shm_refresh(l);
         sl_shm_lock(l, s);
         rc = sl_shm_admin_locked(l, s, h, key, len, op, def, ovr, now);
-        /* -EAGAIN with the lock ours: a dead writer's frozen entry, or the
-         * policy moved on; have the file repaired (on unlock) */
+        /* -EAGAIN with the lock ours: a dead writer's frozen entry (or a
+         * corrupt file); have the file repaired (on unlock) */
         if (rc == -EAGAIN)
             sl_store_rel(&m->hdr->repair, 1);
         sl_shm_unlock(l, s);

@@ -104,7 +104,8 @@ static int truncated(const char *dir, const char *from, const char *name)
 
 int main(int argc, char **argv)
 {
-    struct sluice_policy fw = pol(SLUICE_FIXED_WINDOW, 10, S), fw20 = pol(SLUICE_FIXED_WINDOW, 20, S);
+    struct sluice_policy fw = pol(SLUICE_FIXED_WINDOW, 10, S);
+    struct sluice_policy fw20 = pol(SLUICE_FIXED_WINDOW, 20, S);
     struct sluice_policy gs = pol(SLUICE_GCRA, 10, S), go = pol(SLUICE_GCRA, 5, S);
     const char *dir = argc > 1 ? argv[1] : ".";
 
