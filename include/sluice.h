@@ -217,8 +217,10 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * a file mapping (a tmpfs path such as "/dev/shm/NAME", or any path the
  * caller chooses), created with mode 0600.  Every call works on it as on
  * any other limiter, host-wide: decisions (sluice_acquire_all may mix
- * shared and private limiters), sluice_set_policy, sluice_reset, reaping
- * and sluice_stats.  Lock-free across processes like within one: never
+ * shared and private limiters), sluice_set_policy, per-key overrides
+ * (one process's sluice_override_set is in force for every process's
+ * decisions, and for processes attaching later, until some process clears
+ * it), sluice_reset, reaping and sluice_stats.  Lock-free across processes like within one: never
  * over-admits, and a process killed at any instruction (SIGKILL) blocks no
  * one, corrupts nothing and loses at most the units it was charging.
  * flags: SLUICE_SHARED_CREATE creates the file from *cfg if absent;
@@ -231,15 +233,18 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * Memory is fixed at creation from max_keys and max_key_len: room for
  * 2 * max_keys + 64 entries of 64 + 8 * words + max_key_len bytes (rounded
  * up to 64; words = the policy's state words, at least 8), plus the
- * tables and about 600 KiB of process records; pages are only used as
- * keys arrive.
+ * tables, about 600 KiB of process records and 464 bytes for each of
+ * min(max_keys, 4096) + shards override slots (below); pages are only
+ * used as keys arrive.  At most min(max_keys,
+ * 4096) keys have an override at once: sluice_override_set on another key
+ * then returns -ENOSPC, changing nothing.
  * Every algorithm works on a shared limiter; a sliding log's key, held by a
  * process killed while it writes the key, is released by the next process
  * that waits for it (the killed charge counts fully or not at all).
- * Shared limiters refuse policies needing more state words per key
- * than the creation policy (or 8; a sliding log needs 4 + count), names of 64 bytes or more, and
- * max_keys above 2^31 (-EINVAL); they have no per-key overrides
- * (sluice_override_set/clear return -EOPNOTSUPP).  At most 1024 processes
+ * Shared limiters refuse policies needing more state words per key than
+ * the creation policy (or 8; a sliding log needs 4 + count), names of 64
+ * bytes or more, and max_keys above 2^31 (-EINVAL), in sluice_set_policy
+ * and sluice_override_set as well.  At most 1024 processes
  * attach at once (a dead process's place is taken back; a forked child,
  * which takes its own place on its first call, waits for one).  All processes
  * must share a pid namespace (dead ones are found by pid), and a stopped
@@ -387,8 +392,11 @@ SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
  * Give one key its own policy (a custom quota) until cleared, creating the
  * key if needed.  State carries over as for sluice_set_policy().  Keys with
  * an override are never reaped.  Decisions show SLUICE_F_OVERRIDE.
- * Returns 0, -EINVAL, -ENAMETOOLONG, -ENOMEM, or -ENOSPC when it would add a
- * key past max_keys and nothing can be reaped.
+ * On a shared limiter the override is host-wide (see sluice_open_shared).
+ * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
+ * -ENAMETOOLONG, -ENOMEM, or -ENOSPC when it would add a key past max_keys
+ * and nothing can be reaped, or, on a shared limiter, when min(max_keys,
+ * 4096) other keys already have an override.
  */
 SLUICE_API int sluice_override_set(sluice_t *l, const void *key, size_t len,
                                    const struct sluice_policy *p);

@@ -55,8 +55,8 @@ int sluice_reset(sluice_t *l, const void *key, size_t len)
 
 int sluice_override_clear(sluice_t *l, const void *key, size_t len)
 {
-    if (l != NULL && l->shm != NULL)
-        return -EOPNOTSUPP; /* shared limiters have no overrides (sluice.h) */
+    if (l != NULL && l->shm != NULL && sl_key_check(l, key, len) == 0)
+        return sl_shm_override_clear(l, key, len);
     return sl_admin_replace(l, key, len, NULL, true, true, false);
 }
 
@@ -71,7 +71,7 @@ int sluice_override_set(sluice_t *l, const void *key, size_t len, const struct s
     if (p != NULL && !sl_policy_reserved_zero(p))
         return -EINVAL;
     if (l->shm != NULL)
-        return -EOPNOTSUPP;
+        return p == NULL ? -EINVAL : sl_shm_override_set(l, key, len, p);
     rc = sl_policy_new(p, true, &pol);
     if (rc < 0)
         return rc;

@@ -415,10 +415,10 @@ static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct 
 static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 {
     for (size_t i = 0; i < n; i++) {
-        /* shared limiters have no overrides: every key is under the default */
         struct sl_entry *e =
             g[i].s != NULL ? sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len) : NULL;
-        struct sl_policy *pol = e != NULL && e->pol->is_override
+        struct sl_policy *pol = g[i].l->shm != NULL ? sl_shm_key_policy(&g[i])
+                                : e != NULL && e->pol->is_override
                                     ? e->pol
                                     : atomic_load_explicit(&g[i].l->policy, memory_order_acquire);
         if (cost > pol->min_cap)

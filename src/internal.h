@@ -594,6 +594,12 @@ void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
 size_t sl_shm_reap(struct sluice *l, uint64_t now);
 int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p);
 int sl_shm_reset(struct sluice *l, const void *key, size_t len);
+int sl_shm_override_set(struct sluice *l, const void *key, size_t len,
+                        const struct sluice_policy *p);
+int sl_shm_override_clear(struct sluice *l, const void *key, size_t len);
+/* The policy deciding g's key now: its override, else the default (inside
+ * a section of the file's epoch). */
+struct sl_policy *sl_shm_key_policy(struct sl_target *g);
 void sl_shm_detach(struct sluice *l);
 
 #endif

@@ -7,7 +7,7 @@
  * Everything in the file is addressed by index or offset, never by
  * pointer: each process maps it at its own address.  Layout, in order:
  *   header | process records | shards | slot arrays (2 per shard) |
- *   entry states | entries
+ *   override policies | entry states | entries
  * All sizes follow from the header's fingerprint, so a file is checked by
  * recomputing them (sl_shm_layout), never by trusting stored offsets.
  */
@@ -19,12 +19,23 @@
 #include "internal.h"
 
 #define SL_SHM_MAGIC UINT64_C(0x31484d5345434c53) /* "SLCESMH1" */
-#define SL_SHM_LAYOUT 1u
+#define SL_SHM_LAYOUT 2u          /* 2: override policies */
 #define SL_SHM_PROCS 1024u      /* processes attached at once, at most */
 #define SL_SHM_TSLOTS 7u        /* counter slots owned by thread ids 0..6; one more shared */
 #define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */
 #define SL_SHM_POL_WORDS ((sizeof(struct sluice_policy) + 7) / 8)
 #define SL_SHM_NAME 64u
+#define SL_SHM_OVR_MAX 4096u    /* overridden keys at most (fewer if max_keys is) */
+
+/*
+ * An entry's polref names its policy: a default generation (>= 1, below
+ * 2^63), or an override, SL_SHM_OVR | serial << 32 | slot index.  The
+ * serial (31 bits, never 0) makes each override's tag unique, so a slot
+ * freed and taken again never reads as the override an old entry names.
+ */
+#define SL_SHM_OVR (UINT64_C(1) << 63)
+#define SL_SHM_OVR_BUSY 1u      /* an override slot being written */
+static inline bool sl_shm_is_ovr(uint64_t ref) { return (ref & SL_SHM_OVR) != 0; }
 
 /* Entry states (one word each, apart from the entries): FREE, USED, or
  * LIMBO | epoch << 2: unpublished at that epoch, reusable two epochs on. */
@@ -44,6 +55,14 @@ struct sl_shm_polslot {
     sl_aword words[SL_SHM_POL_WORDS];
 };
 
+/* One key's override policy.  tag: 0 free, SL_SHM_OVR_BUSY being written
+ * (by a holder of the key's shard lock), else the override's tag; read by
+ * seqlock on the tag. */
+struct sl_shm_ovr {
+    sl_aword tag;
+    sl_aword words[SL_SHM_POL_WORDS];
+};
+
 struct sl_shm_hdr {
     /* immutable after creation, covered by check */
     uint64_t magic, layout, size;
@@ -52,6 +71,8 @@ struct sl_shm_hdr {
     uint64_t pool;              /* entries */
     uint64_t slots;             /* slots per array (a power of two) */
     uint64_t esize;             /* bytes per entry */
+    uint64_t novr;              /* override policy slots: one per overridden key,
+                                   and one per shard for a change in progress */
     uint64_t hkey[2];
     char name[SL_SHM_NAME];
     uint64_t create_pol[SL_SHM_POL_WORDS];
@@ -69,6 +90,9 @@ struct sl_shm_hdr {
     sl_aword inserted, reaped, full, reap_floor, alloc_cursor;
     sl_aword room_fruitless, room_quiet_until, reap_next;
     sl_aword repair;            /* a writer died holding a shard: reconcile */
+    sl_aword ovr_serial;        /* override tags made (sl_shm_ovr_new) */
+    sl_aword ovr_keys;          /* keys with an override, reserved before the change */
+    sl_aword ovr_cursor;        /* where the next override slot search starts (a hint) */
 };
 
 /* A process attached to the file.  owner: pid | incarnation << 32, 0 free.
@@ -93,7 +117,7 @@ struct sl_shm_shard {
 } SL_ALIGNED;
 
 struct sl_shm_layout {
-    size_t procs, shards, slots, states, entries, size;
+    size_t procs, shards, slots, ovr, states, entries, size;
 };
 
 /* A process's handle (struct sluice.shm). */
@@ -104,8 +128,9 @@ struct sl_shm {
     struct sl_shm_proc *procs;
     struct sl_shm_shard *shards;
     sl_aword *slots, *states;
+    struct sl_shm_ovr *ovr;
     unsigned char *entries;
-    uint64_t pool, nslots, words, esize;
+    uint64_t pool, nslots, words, esize, novr, ovr_max;
     unsigned shard_shift;
     /* this process's record: (fork generation << 32) | (index + 1), and
      * the record's owner word (shm_epoch.c) */
@@ -115,6 +140,9 @@ struct sl_shm {
     /* compiled policies by generation (the current one is l->policy) */
     struct sl_policy *cache[4];
     unsigned cache_next;
+    /* compiled overrides by slot, each checked against the entry's tag;
+     * loaded lock-free, replaced under mu (the old one retired by ck) */
+    _Atomic(struct sl_policy *) *ovr_cache;
 };
 
 /* shm_file.c */
@@ -138,10 +166,17 @@ void sl_shm_polslot_write(struct sl_shm_hdr *h, uint64_t gen, const struct sluic
 /* Compile def for a file whose entries hold `words` state words (0: any):
  * no more words. */
 int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words, struct sl_policy **out);
-/* The compiled default policy of generation gen (a reference is kept by
- * the handle's cache, valid until the limiter is destroyed); NULL if the
- * file no longer holds it (look the entry up again) or it is corrupt. */
-struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen);
+/* The compiled policy an entry's polref names: a default generation or an
+ * override (a reference is kept by the handle's caches; valid until the
+ * ck section ends); NULL if the file no longer holds it (look the entry up
+ * again) or it is corrupt. */
+struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t ref);
+/* Store def in a free override slot (the caller holds the shard lock of
+ * the key it is for: sl_shm_reconcile frees slots no entry names); its
+ * tag, or 0 if every slot is taken. */
+uint64_t sl_shm_ovr_new(struct sl_shm *m, const struct sluice_policy *def);
+/* Free the slot of override tag (no published entry names it any more). */
+void sl_shm_ovr_free(struct sl_shm *m, uint64_t tag);
 /* Check p for this file and store it as generation gen (under pol_lock). */
 int sl_shm_write_policy(struct sluice *l, uint64_t gen, const struct sluice_policy *p);
 /* Make l->policy the file's current generation. */
@@ -236,5 +271,10 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                 const struct sl_policy *from, const struct sl_policy *to, bool carry,
                 uint64_t now);
+/* Publish a new key under pol in a locked shard (override_set): 0,
+ * -ENOSPC (max_keys and nothing reapable, or no slot in the shard) or
+ * -ENOMEM (no free entry now: unlock, let the epoch move, try again). */
+int sl_shm_add_locked(struct sluice *l, struct sl_shm_shard *s, uint64_t h, const void *key,
+                      size_t len, const struct sl_policy *pol, uint64_t now);
 
 #endif

@@ -24,6 +24,9 @@
 #define SL_SHM_MAX_KEYS (UINT64_C(1) << 31)
 #define SL_SHM_MAX_WORDS (UINT64_C(1) << 20)
 
+/* sluice.h and sluice_open_shared(3) state the size of an override */
+_Static_assert(sizeof(struct sl_shm_ovr) == 464, "an override slot is documented as 464 bytes");
+
 static uint64_t sl_fnv(const void *p, size_t n)
 {
     const unsigned char *c = p;
@@ -51,13 +54,19 @@ static uint64_t sl_isqrt(uint64_t v)
 /* Derived sizes: entries for max_keys plus room for the retired ones
  * waiting for their grace period; per shard, two arrays (readers probe the
  * current one while a writer rebuilds the other) of twice the keys a shard
- * gets with high probability (random hash key: mean plus 4 sigma). */
+ * gets with high probability (random hash key: mean plus 4 sigma); one
+ * override policy per key up to SL_SHM_OVR_MAX (a slot is as large as a
+ * struct sluice_policy: every key overridden at 2^20 keys would need
+ * 464 MiB), and one per shard: a key's new override is written before its
+ * old one is freed, under the shard lock, so changing an override never
+ * fails for want of a slot. */
 static void sl_derive(uint64_t max_keys, uint64_t max_key_len, uint64_t nshards, uint64_t words,
-                      uint64_t *pool, uint64_t *slots, uint64_t *esize)
+                      uint64_t *pool, uint64_t *slots, uint64_t *esize, uint64_t *novr)
 {
     uint64_t per = (max_keys + nshards - 1) / nshards, want = 2 * (per + 4 * sl_isqrt(per) + 16);
 
     *pool = 2 * max_keys + 64;
+    *novr = sl_min64(max_keys, SL_SHM_OVR_MAX) + nshards;
     *slots = 64;
     while (*slots < want)
         *slots <<= 1;
@@ -69,7 +78,7 @@ static size_t sl_up(size_t v) { return (v + SL_CACHELINE - 1) & ~(size_t)(SL_CAC
 
 int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *o)
 {
-    uint64_t pool, slots, esize;
+    uint64_t pool, slots, esize, novr;
     sl_u128 end;
 
     if (h->max_keys == 0 || h->max_keys > SL_SHM_MAX_KEYS || h->max_key_len == 0 ||
@@ -78,13 +87,14 @@ int sl_shm_layout(const struct sl_shm_hdr *h, struct sl_shm_layout *o)
         h->words > SL_SHM_MAX_WORDS || h->when_full > SLUICE_FULL_ALLOW ||
         h->clock > SLUICE_CLOCK_TSC)
         return -EPROTO;
-    sl_derive(h->max_keys, h->max_key_len, h->nshards, h->words, &pool, &slots, &esize);
-    if (h->pool != pool || h->slots != slots || h->esize != esize)
+    sl_derive(h->max_keys, h->max_key_len, h->nshards, h->words, &pool, &slots, &esize, &novr);
+    if (h->pool != pool || h->slots != slots || h->esize != esize || h->novr != novr)
         return -EPROTO;
     o->procs = sl_up(sizeof(struct sl_shm_hdr));
     o->shards = o->procs + SL_SHM_PROCS * sizeof(struct sl_shm_proc);
     o->slots = o->shards + h->nshards * sizeof(struct sl_shm_shard);
-    o->states = sl_up(o->slots + h->nshards * 2 * slots * sizeof(sl_aword));
+    o->ovr = sl_up(o->slots + h->nshards * 2 * slots * sizeof(sl_aword));
+    o->states = sl_up(o->ovr + novr * sizeof(struct sl_shm_ovr));
     o->entries = sl_up(o->states + pool * sizeof(sl_aword));
     end = (sl_u128)o->entries + (sl_u128)pool * esize;
     if (end > (sl_u128)(SIZE_MAX / 2))
@@ -134,7 +144,7 @@ static int sl_shm_create(const char *path, const struct sluice_config *cfg, int 
     proto.words = sl_max64(pol->nwords, SL_SHM_MIN_WORDS);
     sl_policy_discard(pol);
     sl_derive(proto.max_keys, proto.max_key_len, proto.nshards, proto.words, &proto.pool,
-              &proto.slots, &proto.esize);
+              &proto.slots, &proto.esize, &proto.novr);
     sl_random_bytes(proto.hkey, sizeof(proto.hkey));
     if (strlen(name) >= SL_SHM_NAME || cfg->max_keys > SL_SHM_MAX_KEYS)
         return -EINVAL;
@@ -271,6 +281,10 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     atomic_init(&acct, 0);
     l = rc == 0 ? sl_alloc_aligned(&acct, sizeof(*l)) : NULL;
     m = l != NULL ? calloc(1, sizeof(*m)) : NULL;
+    if (m != NULL && (m->ovr_cache = calloc(h->novr, sizeof(m->ovr_cache[0]))) == NULL) {
+        free(m);
+        m = NULL;
+    }
     if (m == NULL) {
         if (pol != NULL)
             sl_policy_discard(pol);
@@ -286,6 +300,9 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     m->shards = (struct sl_shm_shard *)(void *)(base + lay.shards);
     m->slots = (sl_aword *)(void *)(base + lay.slots);
     m->states = (sl_aword *)(void *)(base + lay.states);
+    m->ovr = (struct sl_shm_ovr *)(void *)(base + lay.ovr);
+    m->novr = h->novr;
+    m->ovr_max = sl_min64(h->max_keys, SL_SHM_OVR_MAX);
     m->entries = base + lay.entries;
     m->pool = h->pool;
     m->nslots = h->slots;
@@ -386,6 +403,12 @@ void sl_shm_detach(struct sluice *l)
     for (unsigned i = 0; i < 4; i++)
         if (m->cache[i] != NULL)
             sl_policy_unref(m->cache[i]);
+    for (uint64_t i = 0; i < m->novr; i++) {
+        struct sl_policy *p = atomic_load_explicit(&m->ovr_cache[i], memory_order_relaxed);
+        if (p != NULL)
+            sl_policy_unref(p);
+    }
+    free(m->ovr_cache);
     if (pol != NULL)
         sl_policy_unref(pol);
     pthread_mutex_destroy(&m->mu);

@@ -1,7 +1,10 @@
 /*
- * Shared limiters: the default policy by generation.  The file holds two
- * policy slots, each read by seqlock; every process compiles the
- * generations it meets (a small cache) and follows the newest.  Below the
+ * Shared limiters: the default policy by generation, and per-key override
+ * policies.  The file holds two policy slots, each read by seqlock; every
+ * process compiles the generations it meets (a small cache) and follows
+ * the newest.  Overrides live in a fixed pool of slots, one per overridden
+ * key, each read by seqlock on its tag; a process compiles each override
+ * it meets once (a cache entry per slot, checked against the tag).  Below the
  * file's life cycle (shm_file.c) and above nothing shared, so the epoch,
  * the table and the whole-file operations can all read policies.
  */
@@ -69,6 +72,84 @@ int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words,
     return 0;
 }
 
+/* An override slot's policy, by seqlock on the tag (as sl_shm_polslot_read). */
+static bool sl_shm_ovr_read(struct sl_shm *m, uint64_t tag, struct sluice_policy *out)
+{
+    struct sl_shm_ovr *o = &m->ovr[(tag & UINT32_MAX) % m->novr];
+    uint64_t w[SL_SHM_POL_WORDS];
+
+    if (sl_load_acq(&o->tag) != tag)
+        return false;
+    for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
+        w[i] = sl_load_acq(&o->words[i]);
+    if (sl_load_rlx(&o->tag) != tag)
+        return false;
+    memcpy(out, w, sizeof(*out));
+    return true;
+}
+
+static struct sl_policy *sl_shm_ovr_policy(struct sluice *l, uint64_t tag)
+{
+    struct sl_shm *m = l->shm;
+    uint64_t idx = tag & UINT32_MAX;
+    struct sl_policy *p, *old;
+    struct sluice_policy def;
+
+    if (idx >= m->novr)
+        return NULL; /* a corrupt file */
+    /* acquire: the compiled policy published below */
+    p = atomic_load_explicit(&m->ovr_cache[idx], memory_order_acquire);
+    if (p != NULL && p->shm_ref == tag)
+        return p;
+    pthread_mutex_lock(&m->mu);
+    old = atomic_load_explicit(&m->ovr_cache[idx], memory_order_relaxed);
+    p = old != NULL && old->shm_ref == tag ? old : NULL;
+    if (p == NULL && sl_shm_ovr_read(m, tag, &def) &&
+        sl_shm_policy_check(&def, m->words, &p) == 0) {
+        p->shm_ref = tag;
+        p->is_override = true;
+        sl_shm_policy_bind(m, p);
+        atomic_store_explicit(&m->ovr_cache[idx], p, memory_order_release);
+        if (old != NULL)
+            sl_policy_unref(old); /* retired: callers hold ck sections */
+    }
+    pthread_mutex_unlock(&m->mu);
+    return p;
+}
+
+uint64_t sl_shm_ovr_new(struct sl_shm *m, const struct sluice_policy *def)
+{
+    struct sl_shm_hdr *h = m->hdr;
+    uint64_t w[SL_SHM_POL_WORDS], start = sl_load_rlx(&h->ovr_cursor) % m->novr;
+
+    sl_shm_policy_words(def, w);
+    for (uint64_t n = 0; n < m->novr; n++) {
+        uint64_t i = (start + n) % m->novr, cur = 0, serial, tag;
+        struct sl_shm_ovr *o = &m->ovr[i];
+        if (sl_load_rlx(&o->tag) != 0 || !sl_cas_acqrel(&o->tag, &cur, SL_SHM_OVR_BUSY))
+            continue;
+        serial = (atomic_fetch_add_explicit(&h->ovr_serial, 1, memory_order_relaxed) + 1) &
+                 ((SL_SHM_OVR - 1) >> 32);
+        tag = SL_SHM_OVR | ((serial == 0 ? 1 : serial) << 32) | i;
+        /* release: a reader that sees any new word sees BUSY before it */
+        for (size_t k = 0; k < SL_SHM_POL_WORDS; k++)
+            sl_store_rel(&o->words[k], w[k]);
+        sl_store_rel(&o->tag, tag);
+        sl_store_rlx(&h->ovr_cursor, i + 1); /* a hint */
+        return tag;
+    }
+    return 0;
+}
+
+void sl_shm_ovr_free(struct sl_shm *m, uint64_t tag)
+{
+    uint64_t idx = tag & UINT32_MAX;
+
+    /* CAS: only the slot still holding that override (never another's) */
+    if (idx < m->novr)
+        (void)sl_cas_acqrel(&m->ovr[idx].tag, &tag, 0);
+}
+
 struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen)
 {
     struct sl_shm *m = l->shm;
@@ -77,6 +158,8 @@ struct sl_policy *sl_shm_policy(struct sluice *l, uint64_t gen)
 
     if (cur->shm_ref == gen)
         return cur;
+    if (sl_shm_is_ovr(gen))
+        return sl_shm_ovr_policy(l, gen);
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < 4 && p == NULL; i++)
         if (m->cache[i] != NULL && m->cache[i]->shm_ref == gen)

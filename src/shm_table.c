@@ -130,10 +130,21 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g)
     struct sl_entry *e = sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
     struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
 
-    if (e == NULL || e->polref != cur->shm_ref)
+    if (e != NULL && sl_shm_is_ovr(e->polref))
+        cur = sl_shm_policy(g->l, e->polref); /* NULL: replaced meanwhile */
+    if (e == NULL || cur == NULL || e->polref != cur->shm_ref)
         return NULL;
     g->pol = cur;
     return e;
+}
+
+struct sl_policy *sl_shm_key_policy(struct sl_target *g)
+{
+    struct sl_entry *e = sl_shm_find(g);
+    struct sl_policy *pol = e != NULL && sl_shm_is_ovr(e->polref) ? sl_shm_policy(g->l, e->polref)
+                                                                 : NULL;
+
+    return pol != NULL ? pol : atomic_load_explicit(&g->l->policy, memory_order_acquire);
 }
 
 /* Whether a published entry is frozen, seen under its shard's lock: no
@@ -251,6 +262,8 @@ static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_po
     uint32_t pin = atomic_load_explicit(&e->pinned, memory_order_acquire);
     uint64_t last;
 
+    if (pol->is_override)
+        return false; /* overridden keys are never reaped (sluice.h) */
     if (pin != 0) {
         if (sl_shm_pin_live(l->shm, pin))
             return false;
@@ -331,37 +344,63 @@ static void sl_shm_full(struct sl_target *g, struct sl_policy *pol, uint64_t now
     sl_target_use(g, NULL, pol, now);
 }
 
+/* Reserve, allocate, fill and publish a new key's entry in a locked shard:
+ * the entry, or NULL with *why -ENOSPC (no room) or -ENOMEM (no free
+ * entry now); pin is the entry's pin token (0: none). */
+static struct sl_entry *sl_shm_add(struct sluice *l, struct sl_shm_shard *s, uint64_t h,
+                                   const void *key, size_t len, const struct sl_policy *pol,
+                                   uint64_t now, uint32_t pin, int *why)
+{
+    struct sl_shm *m = l->shm;
+    struct sl_entry *e;
+    uint64_t idx;
+
+    *why = -ENOSPC;
+    if (!sl_shm_reserve(l, s, now))
+        return NULL;
+    if ((idx = sl_shm_alloc(m)) == UINT64_MAX) {
+        sl_uncount(&m->hdr->nkeys, 1);
+        *why = -ENOMEM;
+        return NULL;
+    }
+    e = sl_shm_init_entry(l, idx, key, len, pol, pin);
+    if (!sl_shm_place(l, s, h, idx)) {
+        sl_shm_free_unseen(m, idx);
+        sl_uncount(&m->hdr->nkeys, 1);
+        return NULL;
+    }
+    sl_count(&m->hdr->inserted, 1);
+    return e;
+}
+
+int sl_shm_add_locked(struct sluice *l, struct sl_shm_shard *s, uint64_t h, const void *key,
+                      size_t len, const struct sl_policy *pol, uint64_t now)
+{
+    int why;
+
+    return sl_shm_add(l, s, h, key, len, pol, now, 0, &why) != NULL ? 0 : why;
+}
+
 static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t now)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;
     struct sl_shm_shard *s = sl_shm_shard(m, g->h);
-    uint64_t idx = UINT64_MAX;
-    int rc = 0;
+    struct sl_entry *e;
+    int rc = 0, why;
 
     sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, NULL) != NULL || sl_policy_stale(l, pol)) {
         rc = -EAGAIN;
-    } else if (!sl_shm_reserve(l, s, now)) {
-        sl_shm_full(g, pol, now);
-    } else if ((idx = sl_shm_alloc(m)) == UINT64_MAX) {
-        sl_uncount(&m->hdr->nkeys, 1);
-        sl_shm_full(g, pol, now);
+    } else if ((e = sl_shm_add(l, s, g->h, g->key, g->len, pol, now, sl_shm_pin_token(l),
+                               &why)) == NULL) {
+        sl_shm_full(g, pol, now); /* no free entry now counts as full too */
     } else {
-        struct sl_entry *e =
-            sl_shm_init_entry(l, idx, g->key, g->len, pol, sl_shm_pin_token(l));
-        if (!sl_shm_place(l, s, g->h, idx)) {
-            sl_shm_free_unseen(m, idx);
-            sl_uncount(&m->hdr->nkeys, 1);
-            sl_shm_full(g, pol, now);
-        } else {
-            sl_count(&m->hdr->inserted, 1);
-            g->flags |= SLUICE_F_NEW_KEY;
-            if (g->pinned != NULL) /* an earlier insert of this call, since replaced */
-                atomic_store_explicit(&g->pinned->pinned, 0, memory_order_release);
-            g->pinned = e;
-            sl_target_use(g, e, pol, now);
-        }
+        g->flags |= SLUICE_F_NEW_KEY;
+        if (g->pinned != NULL) /* an earlier insert of this call, since replaced */
+            atomic_store_explicit(&g->pinned->pinned, 0, memory_order_release);
+        g->pinned = e;
+        sl_target_use(g, e, pol, now);
     }
     sl_shm_unlock(l, s);
     return rc;
@@ -438,6 +477,12 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
         pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
         int rc;
 
+        if (pol != NULL && pol->is_override) { /* the key's own policy, as in-process */
+            if (cost > pol->min_cap)
+                return -E2BIG;
+            sl_target_use(g, e, pol, now);
+            return 0;
+        }
         if (cost > cur->min_cap)
             return -E2BIG;
         if (e != NULL && pol == cur) {
@@ -521,7 +566,8 @@ void sl_shm_reconcile(struct sluice *l)
     struct sl_shm *m = l->shm;
     struct sl_thread *t = sl_thread_get();
     unsigned char *seen = calloc(m->pool / 8 + 1, 1);
-    uint64_t keys = 0, ep;
+    uint64_t *named = calloc(m->novr, sizeof(*named)); /* the tag an entry names, per slot */
+    uint64_t keys = 0, ovr_keys = 0, ep;
 
     if (t != NULL)
         sl_epoch_begin(t);
@@ -545,6 +591,9 @@ void sl_shm_reconcile(struct sluice *l)
             live++;
             if (seen != NULL)
                 seen[idx / 8] |= (unsigned char)(1u << (idx % 8));
+            if (named != NULL && sl_shm_is_ovr(e->polref) && (e->polref & UINT32_MAX) < m->novr)
+                named[e->polref & UINT32_MAX] = e->polref;
+            ovr_keys += sl_shm_is_ovr(e->polref);
             sl_shm_thaw(l, e);
         }
         sl_store_rlx(&s->live, live);
@@ -552,12 +601,21 @@ void sl_shm_reconcile(struct sluice *l)
         keys += live;
     }
     sl_store_rlx(&m->hdr->nkeys, keys);
+    sl_store_rlx(&m->hdr->ovr_keys, ovr_keys);
     for (uint64_t idx = 0; seen != NULL && idx < m->pool; idx++)
         if (!(seen[idx / 8] & (1u << (idx % 8))) && sl_load_acq(&m->states[idx]) == SL_ST_USED)
             sl_shm_retire(m, idx); /* allocated by a dead writer, never published */
+    /* override slots only a dead writer's half-done set or clear holds
+     * (allocated, or left behind, under a shard lock: none is half way) */
+    for (uint64_t i = 0; named != NULL && i < m->novr; i++) {
+        uint64_t tag = sl_load_acq(&m->ovr[i].tag);
+        if (tag != 0 && tag != named[i])
+            sl_store_rel(&m->ovr[i].tag, 0);
+    }
     for (unsigned i = l->nshards; i-- > 0;)
         sl_shm_release(&m->shards[i]);
     if (t != NULL)
         sl_epoch_end(t);
     free(seen);
+    free(named);
 }

@@ -3,7 +3,8 @@
  * the input is the file image (the corpus holds valid images to mutate).
  * Attach returns 0 or -EPROTO (-EINVAL for a custom-clock file), never
  * crashes or hangs; an attached file answers lock-free reads (peek, stats)
- * with a decision or an error, and detaches.  The image lives in a memfd
+ * with a decision or an error, and override changes (writers under the
+ * shard locks) with success or an error, and detaches.  The image lives in a memfd
  * opened by its /proc/self/fd path, so runs leave nothing behind.
  */
 #include <errno.h>
@@ -36,6 +37,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int d = sluice_peek_at(l, keys[i], __builtin_strlen(keys[i]), 1, 1000000000, NULL);
             if (d != SLUICE_ALLOW && d != SLUICE_DENY && d != -EPROTO && d != -E2BIG)
                 abort();
+        }
+        {
+            /* the override calls, on whatever the file holds: an error or
+             * a change, never a crash or a hang */
+            struct sluice_policy p = {0};
+            sluice_policy_add(&p, SLUICE_FIXED_WINDOW, 3, 1000000000);
+            for (unsigned i = 1; i < 3; i++) {
+                rc = sluice_override_set(l, keys[i], __builtin_strlen(keys[i]), &p);
+                if (rc != 0 && rc != -EPROTO && rc != -ENOSPC && rc != -ENOMEM && rc != -EINVAL &&
+                    rc != -ENAMETOOLONG)
+                    abort();
+                rc = sluice_override_clear(l, keys[i], __builtin_strlen(keys[i]));
+                if (rc != 0 && rc != -EPROTO && rc != -ENOENT && rc != -ENOMEM &&
+                    rc != -ENAMETOOLONG)
+                    abort();
+            }
         }
         sluice_stats(l, &st);
         sluice_destroy(l);
