@@ -271,6 +271,23 @@ static inline uint64_t sl_last_after_freeze(sl_aword *w)
     return atomic_fetch_add_explicit(w, 0, memory_order_seq_cst);
 }
 
+/*
+ * Once the replacement `to` of a frozen entry is published: an admission
+ * whose raise of the frozen entry's last_ns came after the copy, and whose
+ * lookup still found the frozen entry (it ran before the publication),
+ * raised nothing else (sl_touch).  Read last_ns again, by an RMW: either it
+ * sees that raise, which goes to `to` here, or the raise reads from this
+ * RMW, which then synchronizes with it: the publication before this
+ * happens before the admission's lookup, which then finds `to`.
+ */
+static inline void sl_last_follow(sl_aword *to, sl_aword *from)
+{
+    uint64_t v = sl_last_after_freeze(from);
+
+    if (v != 0)
+        sl_time_raise_sc(to, v == UINT64_MAX ? v : v - 1);
+}
+
 /* The time of e's latest admission; false if it had none. */
 static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
 {

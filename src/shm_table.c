@@ -429,6 +429,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
+    sl_last_follow(&ne->last_ns, &e->last_ns); /* before e can be reused */
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
 }

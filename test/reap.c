@@ -219,6 +219,69 @@ static void test_reap_before_admission(void)
 }
 
 /*
+ * An admission racing a reset of its key: the reset freezes the entry,
+ * copies its latest admission time to the replacement and publishes it; an
+ * admission that charged the entry before the freeze but raised its time
+ * after the copy must still leave that time on the key, or a reap at an
+ * earlier time takes a key admitted after it (a reap never does).  Each
+ * round: one thread admits at t, another resets the key, then (serially)
+ * a reap at t - 1 ns must remove nothing.
+ */
+struct race_arg {
+    sluice_t *l;
+    pthread_barrier_t *bar;
+    int id, rounds;
+    _Atomic uint64_t *t;
+};
+
+static void *race_main(void *p)
+{
+    struct race_arg *a = p;
+
+    for (int r = 0; r < a->rounds; r++) {
+        pthread_barrier_wait(a->bar);
+        if (a->id == 0) {
+            if (sluice_acquire_at(a->l, "k", 1, 1, atomic_load(a->t), NULL) != SLUICE_ALLOW)
+                t_failures++;
+        } else {
+            for (int spin = r % 64; spin > 0; spin--)
+                sl_cpu_relax();
+            (void)sluice_reset(a->l, "k", 1);
+        }
+        pthread_barrier_wait(a->bar);
+        if (a->id == 0) {
+            size_t gone = sluice_reap(a->l, atomic_load(a->t) - 1);
+            if (gone != 0) {
+                fprintf(stderr, "round %d: a reap at t - 1 removed a key admitted at t\n", r);
+                t_failures++;
+            }
+            atomic_fetch_add(a->t, NS_PER_S);
+        }
+    }
+    return NULL;
+}
+
+static void test_reset_racing_admission(void)
+{
+    struct race_arg args[2];
+    pthread_barrier_t bar;
+    _Atomic uint64_t t = 1000 * NS_PER_S;
+    struct sluice_config cfg;
+    sluice_t *l;
+    int rounds = (int)(200000 * scale);
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_GCRA, 1000, NS_PER_S);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    pthread_barrier_init(&bar, NULL, 2);
+    for (int i = 0; i < 2; i++)
+        args[i] = (struct race_arg){l, &bar, i, rounds, &t};
+    t_run_threads(2, race_main, args, sizeof(args[0]));
+    pthread_barrier_destroy(&bar);
+    sluice_destroy(l);
+}
+
+/*
  * One reap retires thousands of entries, freed a chunk at a time (one arena
  * lock per chunk, one subtraction per run of entries sharing a policy):
  * here keys of two policies interleave in the table, and every third key is
@@ -284,5 +347,6 @@ int main(int argc, char **argv)
     test_concurrent_reap();
     test_background_reaper();
     test_reap_before_admission();
+    test_reset_racing_admission();
     return t_done("reap");
 }
