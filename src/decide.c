@@ -48,6 +48,26 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
 }
 
 /*
+ * g's entry (in *ep, or NULL) and the policy the key decides under: its
+ * override, else the default.  The default is read before and after the
+ * lookup and must be the same, so both held at the lookup: a newer default
+ * paired with an entry read before an override replaced it would be a
+ * policy the key never had (an -E2BIG no serial order gives).  The slot
+ * loads are acquire, so the second read cannot move before them.
+ */
+static struct sl_policy *sl_key_policy(struct sl_target *g, struct sl_entry **ep)
+{
+    for (;;) {
+        struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
+        struct sl_entry *e = sl_table_get(g->s, g->h, g->key, g->len);
+        if (atomic_load_explicit(&g->l->policy, memory_order_acquire) != cur)
+            continue; /* a set_policy ran meanwhile */
+        *ep = e;
+        return e != NULL && e->pol->is_override ? e->pol : cur;
+    }
+}
+
+/*
  * Find (or, if create, make) g's entry under the policy it should have now.
  * Called inside an epoch section.  cost is checked against that policy
  * before anything is created.
@@ -58,9 +78,8 @@ static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t 
     if (g->l->shm != NULL)
         return sl_shm_resolve(t, g, cost, now, create);
     for (;;) {
-        struct sl_entry *e = sl_table_get(g->s, g->h, g->key, g->len);
-        struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
-        struct sl_policy *want = e != NULL && e->pol->is_override ? e->pol : cur;
+        struct sl_entry *e;
+        struct sl_policy *want = sl_key_policy(g, &e);
         int rc;
 
         if (cost > want->min_cap)
@@ -70,7 +89,7 @@ static int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t 
             return 0;
         }
         if (e == NULL && !create) {
-            sl_target_use(g, NULL, cur, now);
+            sl_target_use(g, NULL, want, now);
             return 0;
         }
         if (e != NULL) /* its policy changed: migrate, then look again */
@@ -415,12 +434,9 @@ static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct 
 static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 {
     for (size_t i = 0; i < n; i++) {
-        struct sl_entry *e =
-            g[i].s != NULL ? sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len) : NULL;
-        struct sl_policy *pol = g[i].l->shm != NULL ? sl_shm_key_policy(&g[i])
-                                : e != NULL && e->pol->is_override
-                                    ? e->pol
-                                    : atomic_load_explicit(&g[i].l->policy, memory_order_acquire);
+        struct sl_entry *e;
+        struct sl_policy *pol =
+            g[i].l->shm != NULL ? sl_shm_key_policy(&g[i]) : sl_key_policy(&g[i], &e);
         if (cost > pol->min_cap)
             return -E2BIG;
     }
