@@ -124,7 +124,9 @@ int main(int argc, char **argv)
         (void)sluice_reset(lim, key, len);
         if (r % 4 == 0)
             (void)sluice_reap(lim, UINT64_C(1) << 50);
+        sl_epoch_begin(me); /* callbacks may retire policies: inside a section */
         sl_epoch_poll(me);
+        sl_epoch_end(me);
         if (pending(me) > max_pending)
             max_pending = pending(me);
     }
@@ -132,11 +134,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < DECIDERS; i++)
         pthread_join(dl[i], NULL);
 
-    /* No section is open now, and the idler sleeps registered: steps that
-     * never wait must free everything (callbacks retire policies, which
-     * the next step frees). */
-    for (int i = 0; i < 8 && pending(me) > 0; i++)
+    /* No other section is open now, and the idler sleeps registered: steps
+     * that never wait must free everything.  Each step runs in a section of
+     * its own (callbacks retire policies), which holds back only what that
+     * step fenced: the next one frees it. */
+    for (int i = 0; i < 8 && pending(me) > 0; i++) {
+        sl_epoch_begin(me);
         sl_epoch_reclaim(me);
+        sl_epoch_end(me);
+    }
     CHECK_EQ(pending(me), 0);
     printf("epoch_asym: %u rounds, at most %u callbacks pending in the mutator\n", rounds,
            max_pending);
