@@ -20,6 +20,7 @@
  *    as is (membarrier where the kernel has it) and once with
  *    SLUICE_EPOCH_FENCED=1 (fenced entries), so both paths run in CI.
  */
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "helpers.h"
@@ -85,12 +86,22 @@ static void *idler(void *arg)
     return NULL;
 }
 
+/* A reclamation that waits for a thread which stopped calling hangs the
+ * deciders' exits: say so rather than leave it to meson's timeout. */
+static void watchdog(int sig)
+{
+    static const char msg[] = "epoch_asym: no progress in 90 s: reclamation blocked\n";
+    (void)sig;
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(1);
+}
+
 static unsigned pending(const struct sl_thread *t) { return t->n_cur + t->n_wait; }
 
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
-    unsigned rounds = (unsigned)(4000 * scale) + 50, max_pending = 0;
+    unsigned rounds = (unsigned)(20000 * scale) + 50, max_pending = 0;
     const char *env = getenv("SLUICE_EPOCH_FENCED");
     bool want_fenced = env != NULL && env[0] == '1';
     struct sluice_policy p[2];
@@ -98,6 +109,8 @@ int main(int argc, char **argv)
     struct sluice_stats st;
     struct sl_thread *me;
 
+    signal(SIGALRM, watchdog);
+    alarm(90);
     printf("epoch_asym: sections entered %s\n",
            sl_epoch_asymmetric() ? "without a fence (membarrier)" : "with a fence");
     if (want_fenced)
