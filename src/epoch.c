@@ -83,14 +83,16 @@ enum { SL_REC_USED = 0, SL_REC_FREE = 1 };
 
 static long sl_membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
 
-/* The asymmetric fence is usable: the kernel has it and lets us register. */
+/* The asymmetric fence is usable: the kernel has it, lets us register and
+ * lets us call it (a seccomp filter may refuse any of the three). */
 static bool sl_membarrier_init(void)
 {
     long mask = sl_membarrier(MEMBARRIER_CMD_QUERY);
 
     if (mask < 0 || !(mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
         return false;
-    return sl_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    return sl_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+           sl_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
 /*
@@ -285,6 +287,7 @@ static void sl_epoch_dispatch(struct sl_thread *t)
  */
 static void sl_epoch_step(struct sl_thread *t, bool force)
 {
+    SL_ASSERT(sl_epoch_active(t) || t->draining); /* callbacks may retire */
     if (t->wait != NULL) {
         if (!sl_epoch_clear(t->wait_tag))
             return;
