@@ -15,6 +15,28 @@
 
 #include "internal.h"
 
+/*
+ * Under AddressSanitizer a block on a free list is poisoned, so a reader
+ * that touches an entry after its grace period (a reclamation bug) is
+ * reported like a use after free of malloc'd memory.  The free-list link
+ * is unpoisoned only while the arena lock is held to read or write it.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define SL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SL_ASAN 1
+#endif
+#endif
+#ifdef SL_ASAN
+#include <sanitizer/asan_interface.h>
+#define SL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define SL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SL_POISON(p, n) ((void)(p), (void)(n))
+#define SL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define SL_SLAB_BYTES (256u * 1024u)
 #define SL_ARENA_CLASSES 4
 
@@ -102,9 +124,10 @@ void *sl_arena_alloc(struct sl_arena *a, size_t size)
         return sl_alloc_aligned(a->acct, size);
     pthread_mutex_lock(&a->lock);
     p = a->free[c];
-    if (p != NULL)
+    if (p != NULL) {
+        SL_UNPOISON(p, (size_t)(c + 1) * SL_CACHELINE);
         memcpy(&a->free[c], p, sizeof(void *));
-    else
+    } else
         p = sl_arena_carve(a, (size_t)(c + 1) * SL_CACHELINE);
     pthread_mutex_unlock(&a->lock);
     return p;
@@ -120,6 +143,7 @@ void sl_arena_free(struct sl_arena *a, void *p, size_t size)
     }
     pthread_mutex_lock(&a->lock);
     memcpy(p, &a->free[c], sizeof(void *));
+    SL_POISON(p, (size_t)(c + 1) * SL_CACHELINE);
     a->free[c] = p;
     pthread_mutex_unlock(&a->lock);
 }
@@ -131,6 +155,7 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
         int c = sl_arena_class(size[i]);
         if (c >= 0) {
             memcpy(p[i], &a->free[c], sizeof(void *));
+            SL_POISON(p[i], (size_t)(c + 1) * SL_CACHELINE);
             a->free[c] = p[i];
         }
     }

@@ -68,15 +68,11 @@ static inline void sl_cpu_relax(void)
 }
 
 /*
- * ThreadSanitizer cannot see the ordering that ck gives (ck_pr is inline
- * assembly and libck is not instrumented): it would report every epoch-
- * deferred free as a race.  These annotations tell it what ck guarantees,
- * and compile to nothing otherwise:
- *   - every epoch section's end happens-before a deferred callback;
- *   - an epoch record handed over by ck_epoch_recycle was released by the
- *     thread that left it;
- *   - (belt and braces) an entry published in the table happens-before a
- *     reader that found it.
+ * ThreadSanitizer cannot see ordering given by inline assembly (ck_pr) or
+ * by the kernel (membarrier).  The epoch (epoch.c) is plain C11 atomics,
+ * fenced under ThreadSanitizer, so it needs no annotation; these remain
+ * for (belt and braces) an entry published in the table happening before
+ * a reader that found it, and compile to nothing otherwise.
  */
 #if defined(__SANITIZE_THREAD__)
 #define SL_TSAN 1

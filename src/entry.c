@@ -186,7 +186,6 @@ static void sl_limbo_free(ck_epoch_entry_t *ee)
 {
     struct sl_limbo *b = (struct sl_limbo *)ee;
 
-    sl_epoch_callback_begin();
     for (size_t i = 0; i < b->n; i += SL_LIMBO_CHUNK) {
         size_t m = sl_min64(b->n - i, SL_LIMBO_CHUNK), run;
         struct sl_policy *pol[SL_LIMBO_CHUNK];

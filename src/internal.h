@@ -6,6 +6,8 @@
 #define SL_INTERNAL_H
 
 #include <ck_epoch.h>
+#include <ck_pr.h>
+#include <ck_stack.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -434,35 +436,7 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
 
 /* ---- epoch reclamation (epoch.c) ------------------------------------- */
 
-struct sl_thread {
-    ck_epoch_record_t rec;      /* first: records come back from ck_epoch_recycle */
-    unsigned id;
-    bool draining;              /* in sl_epoch_drain: callbacks may retire (barrier follows) */
-};
-
-/* The calling thread's record, made on first use; NULL if out of memory. */
-struct sl_thread *sl_thread_get(void);
-static inline void sl_epoch_begin(struct sl_thread *t) { ck_epoch_begin(&t->rec, NULL); }
-static inline bool sl_epoch_active(const struct sl_thread *t) { return t->rec.active != 0; }
-extern char sl_epoch_tsan_sync;
-static inline void sl_epoch_end(struct sl_thread *t)
-{
-    SL_TSAN_RELEASE(&sl_epoch_tsan_sync);
-    ck_epoch_end(&t->rec, NULL);
-}
-/* First thing in every epoch callback. */
-static inline void sl_epoch_callback_begin(void) { SL_TSAN_ACQUIRE(&sl_epoch_tsan_sync); }
-/* Hand memory to the epoch: cb(entry) runs once no reader can hold it.
- * ck's rule for writers that reclaim through ck_epoch_poll: retire inside
- * the epoch section that unpublished the memory (asserted), or while
- * draining, which waits for the grace period itself. */
-void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb);
-/* Run the callbacks whose grace period is over; outside callbacks only. */
-void sl_epoch_poll(struct sl_thread *t);
-/* Epoch records ever made (live and recyclable): tests of thread churn. */
-size_t sl_epoch_records(void);
-/* Reclaim what this thread retired, waiting for readers; outside sections only. */
-void sl_epoch_drain(struct sl_thread *t);
+#include "epoch.h" /* here: it uses sl_aword and SL_ASSERT from above */
 
 /* A batch of entries retired with one epoch callback (reaping, replacing;
  * entry.c). */

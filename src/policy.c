@@ -62,7 +62,6 @@ static void sl_policy_free(struct sl_policy *p)
 
 static void sl_policy_free_cb(ck_epoch_entry_t *e)
 {
-    sl_epoch_callback_begin();
     sl_policy_free((struct sl_policy *)((char *)e - offsetof(struct sl_policy, retire)));
 }
 

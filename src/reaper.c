@@ -102,7 +102,7 @@ size_t sluice_reap(sluice_t *l, uint64_t now_ns)
         sl_epoch_end(t);
     }
     sl_epoch_begin(t); /* callbacks may retire more: inside a section */
-    (void)ck_epoch_poll(&t->rec);
+    sl_epoch_reclaim(t);
     sl_epoch_end(t);
     return removed;
 }

@@ -73,7 +73,6 @@ static struct sl_slots *sl_slots_new(struct sluice *l, uint64_t capacity)
 
 static void sl_slots_free_cb(ck_epoch_entry_t *e)
 {
-    sl_epoch_callback_begin();
     free(e); /* retire is the first member */
 }
 
