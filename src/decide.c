@@ -123,79 +123,8 @@ static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
     }
 }
 
-static void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
-                           unsigned limit, const struct sl_report *r)
-{
-    const struct sl_lim *lim = &g->pol->lim[limit];
 
-    res->limit = lim->def.count;
-    res->remaining = r->remaining;
-    res->retry_after_ns = r->retry_after;
-    res->reset_after_ns = r->reset_after;
-    res->period_ns = lim->def.period_ns;
-    res->limit_index = limit;
-    res->key_index = key;
-}
 
-/* The decision's flags, and a retry_after that agrees with it: 0 when
- * allowed; at least 1 ns when denied (a report read after another thread
- * freed capacity may say 0: try again at once). */
-static void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
-{
-    res->flags = flags;
-    memset(res->reserved, 0, sizeof(res->reserved));
-    if (rc == SL_OK)
-        res->retry_after_ns = 0;
-    else if (res->retry_after_ns == 0)
-        res->retry_after_ns = 1;
-}
-
-/*
- * Report every limit of every key (read-only).  cost is what the caller
- * wants to know about (0 after a charge).  SL_NO: some limit denies, and res
- * gets the one with the longest wait, so its retry_after is when the request
- * fits every limit (absent other traffic).  SL_OK: res gets the binding
- * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
- * names the key whose entry is being replaced.
- */
-static int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
-                         size_t *frozen)
-{
-    struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0}, r;
-    unsigned best_key = 0, best_lim = 0, worst_key = 0, worst_lim = 0;
-    bool denied = false;
-
-    for (size_t i = 0; i < n; i++) {
-        for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
-            const struct sl_lim *lim = &g[i].pol->lim[j];
-            int rc = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r);
-            if (rc == SL_FROZEN) {
-                *frozen = i;
-                return SL_FROZEN;
-            }
-            if (rc == SL_NO) {
-                if (!denied || r.retry_after > worst.retry_after) {
-                    worst = r;
-                    worst_key = (unsigned)i;
-                    worst_lim = j;
-                }
-                denied = true;
-                continue;
-            }
-            r.remaining -= sl_min64(r.remaining, cost);
-            if (r.remaining < best.remaining) {
-                best = r;
-                best_key = (unsigned)i;
-                best_lim = j;
-            }
-        }
-    }
-    if (res != NULL && denied)
-        sl_result_fill(res, &g[worst_key], worst_key, worst_lim, &worst);
-    else if (res != NULL)
-        sl_result_fill(res, &g[best_key], best_key, best_lim, &best);
-    return denied ? SL_NO : SL_OK;
-}
 
 /* A charge lost a race (after the read-only check passed, or to a far
  * newer admission): decide again. */
@@ -298,18 +227,6 @@ static size_t sl_total_limits(const struct sl_target *g, size_t n)
     return total;
 }
 
-/* After an admission: the numbers of the state just after this charge.
- * A writer may have frozen an entry since (its charge was carried over);
- * then the numbers are unknown, so say the least. */
-static void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res)
-{
-    size_t frozen;
-
-    if (res != NULL && sl_report_all(g, n, 0, res, &frozen) == SL_FROZEN) {
-        struct sl_report none = {0, 0, 0};
-        sl_result_fill(res, &g[0], 0, 0, &none);
-    }
-}
 
 /*
  * One attempt.  A single limit is decided by its charge, which writes
@@ -415,18 +332,6 @@ static bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
     return false;
 }
 
-static void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_result *res)
-{
-    size_t frozen;
-
-    if (res == NULL)
-        return;
-    (void)sl_report_all(&g[i], 1, cost, res, &frozen);
-    res->key_index = (unsigned)i;
-    res->remaining = 0;
-    /* a slot frees when some key has been idle long enough */
-    res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
-}
 
 /* -E2BIG before anything is created: a request that some key's policy can
  * never admit must not insert the keys before it (an error charges and

@@ -1,0 +1,82 @@
+/*
+ * What a decision tells its caller (struct sluice_result): the binding
+ * limit over every limit of every key, read after the charge.  Below the
+ * decision (decide.c), above the algorithms; slow paths only: the fast
+ * path fills its one limit with sl_result_fill (internal.h).
+ */
+#include "internal.h"
+
+/*
+ * Report every limit of every key (read-only).  cost is what the caller
+ * wants to know about (0 after a charge).  SL_NO: some limit denies, and res
+ * gets the one with the longest wait, so its retry_after is when the request
+ * fits every limit (absent other traffic).  SL_OK: res gets the binding
+ * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
+ * names the key whose entry is being replaced.
+ */
+int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
+                         size_t *frozen)
+{
+    struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0}, r;
+    unsigned best_key = 0, best_lim = 0, worst_key = 0, worst_lim = 0;
+    bool denied = false;
+
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
+            const struct sl_lim *lim = &g[i].pol->lim[j];
+            int rc = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r);
+            if (rc == SL_FROZEN) {
+                *frozen = i;
+                return SL_FROZEN;
+            }
+            if (rc == SL_NO) {
+                if (!denied || r.retry_after > worst.retry_after) {
+                    worst = r;
+                    worst_key = (unsigned)i;
+                    worst_lim = j;
+                }
+                denied = true;
+                continue;
+            }
+            r.remaining -= sl_min64(r.remaining, cost);
+            if (r.remaining < best.remaining) {
+                best = r;
+                best_key = (unsigned)i;
+                best_lim = j;
+            }
+        }
+    }
+    if (res != NULL && denied)
+        sl_result_fill(res, &g[worst_key], worst_key, worst_lim, &worst);
+    else if (res != NULL)
+        sl_result_fill(res, &g[best_key], best_key, best_lim, &best);
+    return denied ? SL_NO : SL_OK;
+}
+
+/* After an admission: the numbers of the state just after this charge.
+ * A writer may have frozen an entry since (its charge was carried over);
+ * then the numbers are unknown, so say the least. */
+void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res)
+{
+    size_t frozen;
+
+    if (res != NULL && sl_report_all(g, n, 0, res, &frozen) == SL_FROZEN) {
+        struct sl_report none = {0, 0, 0};
+        sl_result_fill(res, &g[0], 0, 0, &none);
+    }
+}
+
+/* A new key the table had no room for denies: the numbers of the key's
+ * limits, nothing remaining, and a retry when some key may be reaped. */
+void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_result *res)
+{
+    size_t frozen;
+
+    if (res == NULL)
+        return;
+    (void)sl_report_all(&g[i], 1, cost, res, &frozen);
+    res->key_index = (unsigned)i;
+    res->remaining = 0;
+    /* a slot frees when some key has been idle long enough */
+    res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
+}
