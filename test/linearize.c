@@ -480,11 +480,16 @@ static int add_resolves(struct lc_op *op, int n)
 
     for (int i = 0; i < n; i++) {
         const struct lc_op *o = &op[i];
-        int keys[4], nk = 0;
+        int keys[4], nk = 0, any = 0;
         if (o->kind > LC_ALL)
             continue;
+        /* a multi-key call resolves its keys one by one: one that fails
+         * (-E2BIG after a racing override) may have moved the others */
+        for (int j = 0; o->kind == LC_ALL && j < o->nk; j++)
+            for (int m = 0; m < n; m++)
+                any |= sees_resolve(&op[m], o->keys[j]) && overlaps(o, &op[m]);
         for (int j = 0; j < (o->kind == LC_ALL ? o->nk : 1); j++) {
-            int k = o->kind == LC_ALL ? o->keys[j] : o->key, dup = 0, racing = 0;
+            int k = o->kind == LC_ALL ? o->keys[j] : o->key, dup = 0, racing = any;
             for (int m = 0; m < nk; m++)
                 dup |= keys[m] == k;
             for (int m = 0; m < n && !dup; m++)
