@@ -9,14 +9,6 @@
 
 #include "helpers.h"
 
-static uint64_t mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t absdiff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 int main(void)
@@ -35,11 +27,11 @@ int main(void)
     CHECK(st.clock == SLUICE_CLOCK_TSC || st.clock == SLUICE_CLOCK_MONOTONIC);
     printf("clock in use: %s\n", st.clock == SLUICE_CLOCK_TSC ? "TSC" : "CLOCK_MONOTONIC");
 
-    uint64_t m0 = mono(), t0 = sluice_now(l), m0b = mono();
+    uint64_t m0 = t_mono(), t0 = sluice_now(l), m0b = t_mono();
     CHECK(absdiff(t0, m0 + (m0b - m0) / 2) < 1000000);
     struct timespec nap = {0, 200 * 1000 * 1000};
     nanosleep(&nap, NULL);
-    uint64_t m1 = mono(), t1 = sluice_now(l), m1b = mono();
+    uint64_t m1 = t_mono(), t1 = sluice_now(l), m1b = t_mono();
     uint64_t dm = (m1 + (m1b - m1) / 2) - (m0 + (m0b - m0) / 2), dt = t1 - t0;
     printf("200 ms sleep: CLOCK_MONOTONIC %llu ns, limiter clock %llu ns\n",
            (unsigned long long)dm, (unsigned long long)dt);

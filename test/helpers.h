@@ -12,6 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sluice.h"
@@ -159,6 +163,69 @@ static inline sluice_t *t_open_shared(const char *path, const struct sluice_conf
         exit(1);
     }
     return l;
+}
+
+/* CLOCK_MONOTONIC, in ns. */
+static inline uint64_t t_mono(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* A worker process asked to stop must exit within deadline_ns; false (it
+ * is then SIGKILLed and waited for) if it does not. */
+static inline bool t_worker_finishes(int id, pid_t pid, uint64_t deadline_ns)
+{
+    uint64_t until = t_mono() + deadline_ns;
+    int status;
+
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (t_mono() > until) {
+            fprintf(stderr, "worker %d (pid %d) did not finish\n", id, pid);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return false;
+        }
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return true;
+}
+
+/* size zeroed bytes shared with forked children, or exit the test. */
+static inline void *t_shared_page(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    return p; /* anonymous mappings start zeroed */
+}
+
+/* After a random pause in [lo_ns, hi_ns), SIGKILL pid and reap it. */
+static inline void t_kill_after(pid_t pid, uint64_t lo_ns, uint64_t hi_ns, uint64_t *rng)
+{
+    uint64_t ns = lo_ns + t_rand(rng) % (hi_ns - lo_ns);
+    struct timespec nap = {(time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S)};
+    int status;
+
+    nanosleep(&nap, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+}
+
+/* A live worker whose last heartbeat (t_mono() ns, read before this
+ * call's clock) is older than deadline_ns: says so, returns true. */
+static inline bool t_worker_stalled(int id, pid_t pid, uint64_t beat, uint64_t deadline_ns)
+{
+    if (t_mono() - beat <= deadline_ns)
+        return false;
+    fprintf(stderr, "worker %d (pid %d) made no progress for %.0f s\n", id, pid,
+            (double)deadline_ns / 1e9);
+    return true;
 }
 
 #endif

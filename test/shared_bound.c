@@ -92,9 +92,7 @@ static void run_case(const struct cse *c)
     cfg.max_keys = 1024;
     cfg.max_key_len = 32;
     l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(pg != MAP_FAILED);
-    memset(pg, 0, sizeof(*pg));
+    pg = t_shared_page(sizeof(*pg));
     for (int i = 0; i < WORKERS; i++) {
         pids[i] = fork();
         if (pids[i] == 0)

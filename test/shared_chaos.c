@@ -45,14 +45,6 @@ struct page {
     struct slot w[WORKERS];
 };
 
-static uint64_t mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 static struct sluice_policy policy(bool flipped)
 {
     struct sluice_policy p = {0};
@@ -69,7 +61,7 @@ static struct sluice_policy policy(bool flipped)
 static void worker(const char *path, sluice_t *inherited, int id, struct page *pg)
 {
     struct slot *me = &pg->w[id];
-    uint64_t rng = mono() ^ ((uint64_t)getpid() << 20);
+    uint64_t rng = t_mono() ^ ((uint64_t)getpid() << 20);
     sluice_t *l = inherited, *priv;
     struct sluice_config pc;
 
@@ -121,7 +113,7 @@ static void worker(const char *path, sluice_t *inherited, int id, struct page *p
         if (rc == SLUICE_ALLOW && cost > 0)
             atomic_fetch_add(&pg->admitted[hot], cost);
         atomic_fetch_add_explicit(&pg->decisions, 1, memory_order_relaxed);
-        atomic_store(&me->beat, mono());
+        atomic_store(&me->beat, t_mono());
     }
     sluice_destroy(priv);
     if (l != inherited)
@@ -133,7 +125,7 @@ static void spawn(const char *path, sluice_t *l, int id, struct page *pg)
 {
     pid_t pid;
 
-    atomic_store(&pg->w[id].beat, mono());
+    atomic_store(&pg->w[id].beat, t_mono());
     atomic_store(&pg->w[id].in_decision, 0);
     if ((pid = fork()) == 0)
         worker(path, l, id, pg);
@@ -147,7 +139,7 @@ static void spawn(const char *path, sluice_t *l, int id, struct page *pg)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 20;
-    uint64_t deadline = (uint64_t)DEADLINE_S * NS_PER_S, rng = mono();
+    uint64_t deadline = (uint64_t)DEADLINE_S * NS_PER_S, rng = t_mono();
     struct sluice_config cfg;
     struct sluice_stats st;
     char path[256];
@@ -164,22 +156,15 @@ int main(int argc, char **argv)
     cfg.idle_ttl_ns = NS_PER_S / 1000;
     cfg.shards = 8;
     l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (pg == MAP_FAILED)
-        return 1;
-    memset(pg, 0, sizeof(*pg));
+    pg = t_shared_page(sizeof(*pg));
     t0 = sluice_now(l);
     for (int i = 0; i < WORKERS; i++)
         spawn(path, l, i, pg);
-    end = mono() + (uint64_t)(seconds * 1e9);
-    while (mono() < end && !hung) {
-        struct timespec nap = {0, (long)(2000000 + t_rand(&rng) % 25000000)};
+    end = t_mono() + (uint64_t)(seconds * 1e9);
+    while (t_mono() < end && !hung) {
         int id = (int)(t_rand(&rng) % WORKERS), status;
-        pid_t pid = atomic_load(&pg->w[id].pid);
 
-        nanosleep(&nap, NULL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        t_kill_after(atomic_load(&pg->w[id].pid), 2000000, 27000000, &rng);
         kills++;
         inside += atomic_load(&pg->w[id].in_decision) != 0;
         spawn(path, l, id, pg);
@@ -199,29 +184,14 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < WORKERS; i++) {
             uint64_t beat = atomic_load(&pg->w[i].beat); /* before the clock: never ahead of it */
-            if (mono() - beat > deadline) {
-                fprintf(stderr, "worker %d (pid %d) made no progress for %d s\n", i,
-                        atomic_load(&pg->w[i].pid), DEADLINE_S);
+            if (t_worker_stalled(i, atomic_load(&pg->w[i].pid), beat, deadline))
                 hung = true;
-            }
         }
     }
     atomic_store(&pg->stop, 1);
-    for (int i = 0; i < WORKERS; i++) {
-        pid_t pid = atomic_load(&pg->w[i].pid);
-        uint64_t until = mono() + deadline;
-        int status;
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (mono() > until) {
-                fprintf(stderr, "worker %d (pid %d) did not finish\n", i, pid);
-                hung = true;
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                break;
-            }
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        }
-    }
+    for (int i = 0; i < WORKERS; i++)
+        if (!t_worker_finishes(i, atomic_load(&pg->w[i].pid), deadline))
+            hung = true;
     CHECK(!hung);
     t1 = sluice_now(l);
     for (unsigned k = 0; k < HOT; k++) {

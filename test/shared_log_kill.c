@@ -52,14 +52,6 @@ struct page {
     struct slot w[WORKERS];
 };
 
-static uint64_t mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* The log alone, or behind a limit that never binds: keys migrate between
  * them and carry the log's stamps. */
 static struct sluice_policy policy(bool stacked)
@@ -102,7 +94,7 @@ static void worker(const char *path, int id, struct page *pg)
             atomic_fetch_add(&pg->flips, 1);
         }
         atomic_fetch_add(&pg->calls, 3);
-        atomic_store(&pg->w[id].beat, mono());
+        atomic_store(&pg->w[id].beat, t_mono());
     }
     sluice_destroy(l);
     _exit(0);
@@ -112,7 +104,7 @@ static void spawn(const char *path, int id, struct page *pg)
 {
     pid_t pid;
 
-    atomic_store(&pg->w[id].beat, mono());
+    atomic_store(&pg->w[id].beat, t_mono());
     if ((pid = fork()) == 0)
         worker(path, id, pg);
     if (pid < 0) {
@@ -135,7 +127,7 @@ static uint64_t drain(sluice_t *l, const char *key)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 15;
-    uint64_t deadline = (uint64_t)DEADLINE_S * NS_PER_S, rng = mono(), kills = 0, end;
+    uint64_t deadline = (uint64_t)DEADLINE_S * NS_PER_S, rng = t_mono(), kills = 0, end;
     struct sluice_config cfg;
     char path[256];
     struct page *pg;
@@ -147,21 +139,14 @@ int main(int argc, char **argv)
     cfg.policy = policy(true); /* the larger of the two: entries hold either */
     cfg.max_keys = 16;
     l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (pg == MAP_FAILED)
-        return 1;
-    memset(pg, 0, sizeof(*pg));
+    pg = t_shared_page(sizeof(*pg));
     for (int i = 0; i < WORKERS; i++)
         spawn(path, i, pg);
-    end = mono() + (uint64_t)(seconds * 1e9);
-    while (mono() < end && !hung) {
-        struct timespec nap = {0, (long)(1000000 + t_rand(&rng) % 7000000)};
+    end = t_mono() + (uint64_t)(seconds * 1e9);
+    while (t_mono() < end && !hung) {
         int id = (int)(t_rand(&rng) % WORKERS), status;
-        pid_t pid = atomic_load(&pg->w[id].pid);
 
-        nanosleep(&nap, NULL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        t_kill_after(atomic_load(&pg->w[id].pid), 1000000, 8000000, &rng);
         kills++;
         spawn(path, id, pg);
         for (int i = 0; i < WORKERS; i++) {
@@ -171,29 +156,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "worker %d (pid %d) died by itself\n", i, wp);
                 t_failures++;
                 spawn(path, i, pg);
-            } else if (mono() - beat > deadline) {
-                fprintf(stderr, "worker %d (pid %d) made no progress for %d s\n", i, wp,
-                        DEADLINE_S);
+            } else if (t_worker_stalled(i, wp, beat, deadline)) {
                 hung = true;
             }
         }
     }
     atomic_store(&pg->stop, 1);
-    for (int i = 0; i < WORKERS; i++) {
-        pid_t pid = atomic_load(&pg->w[i].pid);
-        uint64_t until = mono() + deadline;
-        int status;
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (mono() > until) {
-                fprintf(stderr, "worker %d (pid %d) did not finish\n", i, pid);
-                hung = true;
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                break;
-            }
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        }
-    }
+    for (int i = 0; i < WORKERS; i++)
+        if (!t_worker_finishes(i, atomic_load(&pg->w[i].pid), deadline))
+            hung = true;
     CHECK(!hung);
     if (!hung) {
         uint64_t admitted = atomic_load(&pg->admitted), more = drain(l, "counted");

@@ -614,10 +614,7 @@ int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
 
-    pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (pg == MAP_FAILED)
-        return 1;
-    memset(pg, 0, sizeof(*pg));
+    pg = t_shared_page(sizeof(*pg));
     test_obey(SLUICE_FIXED_WINDOW, "fixed window", (struct obey_want){26, 10, 11});
     test_obey(SLUICE_GCRA, "gcra", (struct obey_want){18, 0, 10});
     test_obey(SLUICE_APPROX_SLIDING, "approx", (struct obey_want){26, 10, 11});
