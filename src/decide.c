@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "result.h"
 
 #define SL_MAX_KEYS 16
 

@@ -594,42 +594,4 @@ int sl_shm_override_clear(struct sluice *l, const void *key, size_t len);
 struct sl_policy *sl_shm_key_policy(struct sl_target *g);
 void sl_shm_detach(struct sluice *l);
 
-/* ---- results (result.c; the two inline ones on the fast path) -------- */
-
-static inline void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
-                           unsigned limit, const struct sl_report *r)
-{
-    const struct sl_lim *lim = &g->pol->lim[limit];
-
-    res->limit = lim->def.count;
-    res->remaining = r->remaining;
-    res->retry_after_ns = r->retry_after;
-    res->reset_after_ns = r->reset_after;
-    res->period_ns = lim->def.period_ns;
-    res->limit_index = limit;
-    res->key_index = key;
-}
-
-/* The decision's flags, and a retry_after that agrees with it: 0 when
- * allowed; at least 1 ns when denied (a report read after another thread
- * freed capacity may say 0: try again at once). */
-static inline void sl_result_finish(struct sluice_result *res, int rc, unsigned flags)
-{
-    res->flags = flags;
-    memset(res->reserved, 0, sizeof(res->reserved));
-    if (rc == SL_OK)
-        res->retry_after_ns = 0;
-    else if (res->retry_after_ns == 0)
-        res->retry_after_ns = 1;
-}
-
-/* Report every limit of every key (read-only): SL_OK, SL_NO (res: the
- * limit with the longest wait) or SL_FROZEN (*frozen: the key replaced). */
-int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
-                  size_t *frozen);
-/* After an admission: the numbers of the state just after the charge. */
-void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res);
-/* A key of a limiter that fails closed found no room: the result. */
-void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_result *res);
-
 #endif

@@ -4,7 +4,7 @@
  * decision (decide.c), above the algorithms; slow paths only: the fast
  * path fills its one limit with sl_result_fill (internal.h).
  */
-#include "internal.h"
+#include "result.h"
 
 /*
  * Report every limit of every key (read-only).  cost is what the caller
