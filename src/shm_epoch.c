@@ -358,12 +358,20 @@ void sl_shm_word_unlock(sl_aword *w)
     sl_store_rel(w, 0);
 }
 
+/* The token of record pi: its index and incarnation, read from the record
+ * itself (claimed, with that owner, before any thread could see pi in
+ * m->me: a child's second thread never pairs the new record with the
+ * parent's incarnation). */
+static uint32_t sl_shm_token_of(const struct sl_shm *m, int pi)
+{
+    uint64_t owner = atomic_load_explicit(&m->procs[pi].owner, memory_order_acquire);
+
+    return (uint32_t)(pi + 1) | (uint32_t)(((owner >> 32) & 0x1fffff) << 11);
+}
+
 uint32_t sl_shm_pin_token(struct sluice *l)
 {
-    struct sl_shm *m = l->shm;
-    uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
-
-    return (uint32_t)(sl_shm_me(l) + 1) | (uint32_t)(((owner >> 32) & 0x1fffff) << 11);
+    return sl_shm_token_of(l->shm, sl_shm_me(l));
 }
 
 /* This process's token in the file (its record, which sl_shm_enter made
@@ -372,9 +380,8 @@ static uint32_t sl_shm_holder_token(const struct sl_holder *h)
 {
     const struct sl_shm *m = (const void *)((const char *)h - offsetof(struct sl_shm, holder));
     uint64_t me = atomic_load_explicit(&m->me, memory_order_acquire);
-    uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
-    return (uint32_t)(me & UINT32_MAX) | (uint32_t)(((owner >> 32) & 0x1fffff) << 11);
+    return sl_shm_token_of(m, (int)(me & UINT32_MAX) - 1);
 }
 
 static bool sl_shm_holder_dead(const struct sl_holder *h, uint32_t token)

@@ -271,10 +271,16 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     if (rc == 0 && h->clock == SLUICE_CLOCK_CUSTOM && (cfg == NULL || cfg->clock_fn == NULL))
         rc = -EINVAL; /* each process brings its own clock_fn */
     if (rc == 0) {
-        uint64_t gen = sl_load_acq(&h->pol_gen);
-        rc = sl_shm_polslot_read(h, gen, &def) && sl_shm_policy_check(&def, h->words, &pol) == 0
-                 ? 0
-                 : -EPROTO;
+        /* The current generation's slot is rewritten only two generations
+         * on: a read that fails while pol_gen moves raced set_policy (look
+         * again); one that fails while pol_gen stays is a corrupt file. */
+        uint64_t gen, tries = 0;
+        bool read;
+        do {
+            gen = sl_load_acq(&h->pol_gen);
+            read = sl_shm_polslot_read(h, gen, &def);
+        } while (!read && gen != sl_load_acq(&h->pol_gen) && ++tries < 100000);
+        rc = read && sl_shm_policy_check(&def, h->words, &pol) == 0 ? 0 : -EPROTO;
         if (rc == 0)
             pol->shm_ref = gen;
     }

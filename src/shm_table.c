@@ -140,11 +140,15 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g)
 
 struct sl_policy *sl_shm_key_policy(struct sl_target *g)
 {
-    struct sl_entry *e = sl_shm_find(g);
-    struct sl_policy *pol = e != NULL && sl_shm_is_ovr(e->polref) ? sl_shm_policy(g->l, e->polref)
-                                                                 : NULL;
-
-    return pol != NULL ? pol : atomic_load_explicit(&g->l->policy, memory_order_acquire);
+    for (;;) {
+        /* the default before and after the lookup, as sl_key_policy */
+        struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
+        struct sl_entry *e = sl_shm_find(g);
+        struct sl_policy *pol =
+            e != NULL && sl_shm_is_ovr(e->polref) ? sl_shm_policy(g->l, e->polref) : NULL;
+        if (atomic_load_explicit(&g->l->policy, memory_order_acquire) == cur)
+            return pol != NULL ? pol : cur;
+    }
 }
 
 /* Whether a published entry is frozen, seen under its shard's lock: no
@@ -478,6 +482,10 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
         pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
         int rc;
 
+        /* the default still cur after the lookup, so both held at it (an
+         * entry and a default of different moments: a cap the key never had) */
+        if (sl_load_acq(l->shm_gen) != cur->shm_ref)
+            continue;
         if (pol != NULL && pol->is_override) { /* the key's own policy, as in-process */
             if (cost > pol->min_cap)
                 return -E2BIG;
@@ -555,10 +563,10 @@ static void sl_shm_thaw(struct sluice *l, struct sl_entry *e)
     const struct sl_policy *pol = sl_shm_policy(l, e->polref);
 
     for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++) {
-        sl_aword *w = &e->w[pol->lim[i].off];
-        uint64_t v = sl_load_acq(w);
-        if (v & SL_DEAD)
-            sl_store_rel(w, v & ~SL_DEAD);
+        /* an RMW, not a load and a store: a sliding log's writer (a decider,
+         * holding no shard lock) may have been inside when the dead writer
+         * froze the key, and its release may land between the two */
+        (void)atomic_fetch_and_explicit(&e->w[pol->lim[i].off], ~SL_DEAD, memory_order_acq_rel);
     }
 }
 

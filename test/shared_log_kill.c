@@ -69,9 +69,12 @@ static void worker(const char *path, int id, struct page *pg)
     struct sluice_result res;
     sluice_t *l = NULL;
     uint64_t n = 0;
+    int opened = sluice_open_shared(path, NULL, 0, &l);
 
-    if (sluice_open_shared(path, NULL, 0, &l) != 0)
+    if (opened != 0) {
+        fprintf(stderr, "worker %d: sluice_open_shared: %s\n", id, sluice_strerror(opened));
         _exit(2);
+    }
     while (!atomic_load(&pg->stop)) {
         uint64_t t = T + atomic_fetch_add(&pg->clock, STEP);
         int rc = sluice_acquire_at(l, "hot", 3, COST, t, &res);
@@ -153,7 +156,9 @@ int main(int argc, char **argv)
             pid_t wp = atomic_load(&pg->w[i].pid);
             uint64_t beat = atomic_load(&pg->w[i].beat); /* before the clock: never ahead */
             if (waitpid(wp, &status, WNOHANG) == wp) {
-                fprintf(stderr, "worker %d (pid %d) died by itself\n", i, wp);
+                fprintf(stderr, "worker %d (pid %d) died by itself: %s %d\n", i, wp,
+                        WIFSIGNALED(status) ? "signal" : "exit",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
                 t_failures++;
                 spawn(path, i, pg);
             } else if (t_worker_stalled(i, wp, beat, deadline)) {
