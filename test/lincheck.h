@@ -40,6 +40,7 @@ struct lc_op {
     int leftover_ok;      /* a rollback of this call may leave charges behind */
     uint64_t need;        /* ops (bits) that must be linearized before this one */
     int split;            /* LC_REAP: its removals are LC_REAPKEY steps; it checks the count */
+    int forget_ok;        /* LC_RESET racing an admission of its key: may forget its time */
 };
 
 /*
@@ -399,6 +400,8 @@ static inline unsigned lc_branches(const struct lc_op *op, unsigned nb)
     case LC_RESOLVE:
     case LC_REAPKEY:
         return 2;
+    case LC_RESET:
+        return op->forget_ok ? 2 : 1;
     default:
         return nb;
     }
@@ -421,6 +424,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     unsigned pairs = 0;
 
     if (branch > 0 && op->kind != LC_REAP && op->kind != LC_RESOLVE && op->kind != LC_REAPKEY &&
+        op->kind != LC_RESET &&
         (!relaxed || (op->kind != LC_ACQ && op->kind != LC_ALL && op->kind != LC_PEEK)))
         return 0;
     switch (op->kind) {
@@ -449,8 +453,12 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         }
         lc_model_rc = 0;
         /* "decided as a fresh key's", at no time before its latest
-         * admission, which a reset keeps (as any key, sluice.h) */
+         * admission, which a reset keeps (as any key, sluice.h); branch 1:
+         * an admission racing the reset may not count toward that time
+         * (its raise reaches the replacement after a reap took it) */
         memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
+        if (branch == 1)
+            s->k[op->key].last = 0;
         s->k[op->key].pol = lc_want(w, s, op->key);
         s->k[op->key].exists = 1;
         return op->rc == 0;
