@@ -19,22 +19,30 @@ void sl_shm_policy_words(const struct sluice_policy *p, uint64_t *w)
     memcpy(w, p, sizeof(*p));
 }
 
-/* A generation's policy, by seqlock: false if the slot holds another
- * generation or is being written. */
-bool sl_shm_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_policy *out)
+/* A policy stored in the file (a generation's slot, an override slot), by
+ * seqlock on its tag word: false if the tag is not `want` before and after
+ * the words are read (another policy, or being written). */
+static bool sl_shm_seq_read(sl_aword *tag, uint64_t want, sl_aword *words,
+                            struct sluice_policy *out)
 {
-    struct sl_shm_polslot *s = &h->pol[gen & 1];
     uint64_t w[SL_SHM_POL_WORDS];
 
-    if (gen == 0 || sl_load_acq(&s->gen) != gen)
+    if (sl_load_acq(tag) != want)
         return false;
     /* acquire: each word before the second look (no fences: TSan) */
     for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        w[i] = sl_load_acq(&s->words[i]);
-    if (sl_load_rlx(&s->gen) != gen)
+        w[i] = sl_load_acq(&words[i]);
+    if (sl_load_rlx(tag) != want)
         return false;
     memcpy(out, w, sizeof(*out));
     return true;
+}
+
+bool sl_shm_polslot_read(struct sl_shm_hdr *h, uint64_t gen, struct sluice_policy *out)
+{
+    struct sl_shm_polslot *s = &h->pol[gen & 1];
+
+    return gen != 0 && sl_shm_seq_read(&s->gen, gen, s->words, out);
 }
 
 /* Under pol_lock (or before the file is linked). */
@@ -72,20 +80,11 @@ int sl_shm_policy_check(const struct sluice_policy *def, uint64_t words,
     return 0;
 }
 
-/* An override slot's policy, by seqlock on the tag (as sl_shm_polslot_read). */
 static bool sl_shm_ovr_read(struct sl_shm *m, uint64_t tag, struct sluice_policy *out)
 {
     struct sl_shm_ovr *o = &m->ovr[(tag & UINT32_MAX) % m->novr];
-    uint64_t w[SL_SHM_POL_WORDS];
 
-    if (sl_load_acq(&o->tag) != tag)
-        return false;
-    for (size_t i = 0; i < SL_SHM_POL_WORDS; i++)
-        w[i] = sl_load_acq(&o->words[i]);
-    if (sl_load_rlx(&o->tag) != tag)
-        return false;
-    memcpy(out, w, sizeof(*out));
-    return true;
+    return sl_shm_seq_read(&o->tag, tag, o->words, out);
 }
 
 static struct sl_policy *sl_shm_ovr_policy(struct sluice *l, uint64_t tag)
