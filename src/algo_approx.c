@@ -125,6 +125,8 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
         return SL_FROZEN;
     approx_view(lim, c, now, &v);
     room = approx_room(lim, &v);
+    if (out == NULL)
+        return room >= (sl_i128)((sl_u128)cost * lim->width) ? SL_OK : SL_NO;
     start = sl_u128_sat((sl_u128)v.idx * lim->width);
     out->remaining = room > 0 ? (uint64_t)(room / lim->width) : 0;
     out->reset_after = 0;

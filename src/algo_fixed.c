@@ -79,6 +79,8 @@ static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
     if (c & SL_DEAD)
         return SL_FROZEN;
     idx = fixed_view(lim, c, now, &used);
+    if (out == NULL)
+        return used + cost <= lim->def.count ? SL_OK : SL_NO;
     end = sl_u128_sat((sl_u128)(idx + 1) * lim->width);
     /* used may exceed count: state carried from a higher count is kept */
     out->remaining = lim->def.count - sl_min64(used, lim->def.count);

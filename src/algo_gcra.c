@@ -161,6 +161,8 @@ static int gcra_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
         return SL_FROZEN;
     gap = gcra_gap(lim, c, now);
     need = gap + (sl_u128)cost * lim->p;
+    if (out == NULL)
+        return need <= lim->tau ? SL_OK : SL_NO;
     out->remaining = gap >= lim->tau ? 0 : sl_u128_sat((lim->tau - gap) / lim->p);
     out->reset_after = gcra_ceil_ns(lim, gap);
     if (need <= lim->tau) {

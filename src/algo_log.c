@@ -236,6 +236,8 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         newest_end = v.n ? sl_sat_add(log_ts(lim, w, v.n - 1), lim->def.period_ns) : 0;
         if (!log_read_valid(w, s))
             continue;
+        if (out == NULL)
+            return v.fits ? SL_OK : SL_NO;
         out->remaining = lim->def.count - sl_min64(inwin, lim->def.count);
         out->reset_after = newest_end > now ? newest_end - now : 0;
         out->retry_after = 0;

@@ -139,6 +139,8 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
     eff = sliding_head(lim, h, now, &hidx, &hcnt);
     sum = sliding_sum(lim, w, eff, hidx, hcnt);
     fits = sum + cost <= lim->def.count;
+    if (out == NULL)
+        return fits ? SL_OK : SL_NO;
     first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
     out->remaining = sum >= lim->def.count ? 0 : lim->def.count - sum;
     out->retry_after = 0;

@@ -218,6 +218,34 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
 }
 
 
+/*
+ * A single limit decided by its charge alone, on g as resolved.  SL_FROZEN
+ * or SL_RACED (the charge taken back) when it must be decided again.
+ */
+static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_result *res)
+{
+    const struct sl_lim *lim = &g->pol->lim[0];
+    int rc;
+
+    sl_floor_ahead(g, cost);
+    rc = lim->ops->charge(lim, g->w + lim->off, g->at, cost, g->receipt[0]);
+    if (rc == SL_FROZEN)
+        return rc;
+    if (rc == SL_OK && (sl_floor_behind(g) || sl_policy_stale(g->l, g->pol))) {
+        lim->ops->undo(lim, g->w + lim->off, cost, g->receipt[0]);
+        return SL_RACED; /* decided again, at the newer time */
+    }
+    if (res != NULL) {
+        struct sl_report r;
+        if (lim->ops->report(lim, g->w + lim->off, g->at, rc == SL_OK ? 0 : cost, &r) ==
+            SL_FROZEN)
+            r = (struct sl_report){0, 0, 0};
+        sl_result_fill(res, g, 0, 0, &r);
+        sl_result_finish(res, rc, g->flags);
+    }
+    return rc;
+}
+
 static size_t sl_total_limits(const struct sl_target *g, size_t n)
 {
     size_t total = 0;
@@ -460,48 +488,47 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
 }
 
 /*
- * The common case in one pass: an existing key under a current single-limit
- * policy.  Anything else (a new key, a policy change, several limits, a
- * frozen entry, cost 0) returns -EAGAIN and goes the general way, which
- * decides the same.
+ * The common case in one pass: an existing key whose entry is under the
+ * policy in force.  One hash, one lookup and one epoch section, whatever
+ * the number of limits: a single limit is decided by its charge (which
+ * writes nothing when it denies); several go through sl_decide_once as the
+ * general path would, on the entry this lookup found.  Anything else (a new
+ * key, a policy change, a frozen entry, a lost race, cost 0 or above the
+ * policy's least capacity) returns -EAGAIN before any charge stands, and
+ * the general path decides it the same way.  g is used in place: a copy
+ * of its receipts costs more than the rest of a hot decision's bookkeeping.
  */
-static int sl_acquire_fast(struct sl_thread *t, struct sl_target *gp, uint64_t cost, uint64_t now,
+static int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                            struct sluice_result *res)
 {
-    struct sl_target g = *gp;
-    struct sluice *l = g.l;
-    const struct sl_lim *lim;
+    struct sluice *l = g->l;
+    struct sl_entry *e;
+    struct sl_policy *pol;
     int rc;
 
-    g.e = l->shm != NULL ? sl_shm_get_current(&g) : sl_table_get(g.s, g.h, g.key, g.len);
-    if (g.e == NULL)
+    e = l->shm != NULL ? sl_shm_get_current(g) : sl_table_get(g->s, g->h, g->key, g->len);
+    if (e == NULL)
         return -EAGAIN;
-    if (l->shm == NULL)
-        g.pol = g.e->pol; /* shared: set by sl_shm_get_current */
-    lim = &g.pol->lim[0];
-    if (g.pol->nlimits != 1 || cost == 0 || cost > lim->cap ||
-        (g.pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !g.pol->is_override))
+    pol = l->shm != NULL ? g->pol : e->pol; /* shared: set by sl_shm_get_current */
+    if (cost == 0 || cost > pol->min_cap ||
+        (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override))
         return -EAGAIN;
-    g.w = g.e->w;
-    g.at = now = sl_entry_time(g.e, now);
-    sl_floor_ahead(&g, cost);
-    rc = lim->ops->charge(lim, g.w + lim->off, now, cost, g.receipt[0]);
-    if (rc == SL_FROZEN)
-        return -EAGAIN;
-    if (rc == SL_OK && (sl_floor_behind(&g) || sl_policy_stale(l, g.pol))) {
-        lim->ops->undo(lim, g.w + lim->off, cost, g.receipt[0]);
-        return -EAGAIN; /* decided again, at the newer time */
+    sl_target_use(g, e, pol, now);
+    if (pol->nlimits == 1)
+        rc = sl_charge_one(g, cost, res);
+    else {
+        size_t frozen;
+        rc = sl_decide_once(g, 1, cost, true, res, &frozen);
+        if (rc == SL_OK || rc == SL_NO) {
+            if (res != NULL)
+                sl_result_finish(res, rc, g->flags);
+        }
     }
-    if (res != NULL) {
-        struct sl_report r;
-        if (lim->ops->report(lim, g.w + lim->off, now, rc == SL_OK ? 0 : cost, &r) == SL_FROZEN)
-            r = (struct sl_report){0, 0, 0};
-        sl_result_fill(res, &g, 0, 0, &r);
-        sl_result_finish(res, rc, g.pol->is_override ? SLUICE_F_OVERRIDE : 0);
-    }
+    if (rc != SL_OK && rc != SL_NO)
+        return -EAGAIN; /* nothing charged stands: decided again */
     if (rc == SL_OK)
-        sl_touch(&g, now);
-    sl_count_decision(t, &g, 1, rc == SL_OK);
+        sl_touch(g, g->at);
+    sl_stat_add(l, t, rc == SL_OK);
     return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }
 
@@ -520,9 +547,13 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
         return -ENOMEM;
     sl_epoch_begin(t);
     sl_target_init(&g, l, key, len);
-    sl_shm_enter_targets(&g, 1, &shm);
-    rc = sl_acquire_fast(t, &g, cost, now_ns, res);
-    sl_shm_leave_targets(&g, 1, &shm);
+    if (l->shm == NULL)
+        rc = sl_acquire_fast(t, &g, cost, now_ns, res);
+    else {
+        shm = sl_shm_enter(l);
+        rc = sl_acquire_fast(t, &g, cost, now_ns, res);
+        sl_shm_leave(l, shm);
+    }
     sl_epoch_end(t);
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
@@ -596,12 +627,10 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
     for (size_t i = 0; i < n; i++) {
         const struct sluice_req *q = &reqs[i];
         struct sluice_result *r = res != NULL ? &res[i] : NULL;
-        struct sl_target g;
         int rc = sl_key_check(l, q->key, q->len);
 
         if (rc == 0) {
-            g = ring[i % SL_BATCH_AHEAD];
-            rc = sl_acquire_fast(t, &g, q->cost, now_ns, r);
+            rc = sl_acquire_fast(t, &ring[i % SL_BATCH_AHEAD], q->cost, now_ns, r);
             if (rc == -EAGAIN) {
                 struct sluice_key k = {.limiter = l, .key = q->key, .len = q->len};
                 if (l->shm != NULL) /* it may wait for the file's epoch: outside our section */

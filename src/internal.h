@@ -144,7 +144,9 @@ struct sl_report {
  * undo:     take back a charge (all-or-nothing rollback): only what that
  *           charge added, never another's; when it cannot tell, or the
  *           state is frozen, it leaves the state as it is.
- * report:   read-only: would `cost` fit at `now`, and the numbers for results.
+ * report:   read-only: would `cost` fit at `now`, and the numbers for results;
+ *           out NULL: the verdict alone, without the divisions the numbers
+ *           take (the read-only check before a stacked policy's charges).
  * is_fresh: given the control word c, does the state equal a fresh key's?
  * freeze:   set SL_DEAD on the control word and wait until the words are
  *           stable; returns the control word before.
