@@ -376,39 +376,90 @@ static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
     return 0;
 }
 
-/* Resolve, then charge (or only report); loops while entries are replaced. */
-static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
-                     uint64_t now, bool charge, struct sluice_result *res)
+/*
+ * Every key present under the policy in force: resolved with one lookup
+ * each, their slot lines fetched together first so the misses overlap
+ * rather than queue.  false (nothing written) when some key needs the
+ * general path: absent, its policy changed, cost above its least capacity.
+ */
+static bool sl_resolve_present(struct sl_target *g, size_t n, uint64_t cost, uint64_t now)
 {
-    unsigned flags = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g[i].l->shm == NULL)
+            sl_table_prefetch(g[i].s, g[i].h);
+    for (size_t i = 0; i < n; i++) {
+        struct sluice *l = g[i].l;
+        struct sl_entry *e = l->shm != NULL ? sl_shm_get_current(&g[i])
+                                            : sl_table_get(g[i].s, g[i].h, g[i].key, g[i].len);
+        struct sl_policy *pol;
+
+        if (e == NULL)
+            return false;
+        pol = l->shm != NULL ? g[i].pol : e->pol;
+        if (cost > pol->min_cap ||
+            (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override))
+            return false;
+        g[i].flags = 0;
+        g[i].charged = 0;
+        sl_target_use(&g[i], e, pol, now);
+    }
+    return true;
+}
+
+/* Resolve every key (inserting or migrating as needed), then charge (or
+ * only report); loops while entries are replaced. */
+static int sl_decide_resolving(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
+                               uint64_t now, bool charge, struct sluice_result *res,
+                               unsigned *flags)
+{
     size_t frozen = 0, full;
     int rc = 0;
 
-    SL_ASSERT(sl_epoch_active(t));
     if (n > 1 && (rc = sl_cost_check(g, n, cost)) < 0)
         return rc;
     for (;;) {
-        flags = 0;
+        *flags = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
             g[i].flags = 0;
             g[i].charged = 0;
             rc = sl_target_resolve(t, &g[i], cost, now, charge);
-            flags |= g[i].flags;
+            *flags |= g[i].flags;
         }
         if (rc < 0)
-            break;
+            return rc;
         if (sl_full_denies(g, n, &full)) {
             sl_result_full(g, full, cost, res);
-            rc = SL_NO;
-            break;
+            return SL_NO;
         }
         rc = sl_decide_once(g, n, cost, charge, res, &frozen);
         if (rc == SL_OK || rc == SL_NO)
-            break;
+            return rc;
         if (rc == SL_FROZEN)
             sl_target_wait(&g[frozen]);
         rc = 0; /* SL_RACED: decide again from a fresh read */
     }
+}
+
+/* One pass when every key is present (acquire_all, peek; a single-key
+ * acquire tried that in sl_acquire_fast already), else the general path. */
+static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_t cost,
+                     uint64_t now, bool charge, struct sluice_result *res)
+{
+    unsigned flags = 0;
+    size_t frozen = 0;
+    int rc = -EAGAIN;
+
+    SL_ASSERT(sl_epoch_active(t));
+    if (!(n == 1 && charge) && sl_resolve_present(g, n, cost, now)) {
+        rc = sl_decide_once(g, n, cost, charge, res, &frozen);
+        if (rc == SL_OK || rc == SL_NO) {
+            for (size_t i = 0; i < n; i++)
+                flags |= g[i].flags;
+        } else
+            rc = -EAGAIN; /* every charge taken back: the general path decides */
+    }
+    if (rc == -EAGAIN)
+        rc = sl_decide_resolving(t, g, n, cost, now, charge, res, &flags);
     if (rc >= 0 && res != NULL)
         sl_result_finish(res, rc, flags);
     if (rc >= 0 && charge) {
