@@ -148,20 +148,25 @@ static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
  */
 #define SL_TIME_SLACK (UINT64_C(1) << 40)
 
-static void sl_floor_ahead(struct sl_target *g, uint64_t cost)
+static __attribute__((noinline)) void sl_floor_raise(struct sl_target *g, uint64_t cost)
+{
+    for (unsigned j = 0; j < g->pol->nlimits; j++) {
+        const struct sl_lim *lim = &g->pol->lim[j];
+        if (lim->ops->report(lim, g->w + lim->off, g->at, cost, NULL) != SL_OK)
+            return; /* it will not pass (or is frozen): nothing to publish */
+    }
+    sl_time_raise(&g->e->last_ns, g->at - SL_TIME_SLACK);
+}
+
+/* Inline: a hot key passes the first test on every call. */
+static inline void sl_floor_ahead(struct sl_target *g, uint64_t cost)
 {
     uint64_t last;
 
     if (g->e == NULL ||
         (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= 2 * (int64_t)SL_TIME_SLACK))
         return;
-    for (unsigned j = 0; j < g->pol->nlimits; j++) {
-        const struct sl_lim *lim = &g->pol->lim[j];
-        struct sl_report r;
-        if (lim->ops->report(lim, g->w + lim->off, g->at, cost, &r) != SL_OK)
-            return; /* it will not pass (or is frozen): nothing to publish */
-    }
-    sl_time_raise(&g->e->last_ns, g->at - SL_TIME_SLACK);
+    sl_floor_raise(g, cost);
 }
 
 static bool sl_floor_behind(struct sl_target *g)

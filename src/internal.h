@@ -382,7 +382,11 @@ struct sluice {
 
 int sl_table_init(struct sluice *l, unsigned nshards);
 void sl_table_destroy(struct sluice *l);
-struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h);
+/* Inline: every decision on a private limiter starts here. */
+static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
+{
+    return &l->shards[l->shard_shift == 64 ? 0 : h >> l->shard_shift];
+}
 /* Lock-free lookup; call inside an epoch section. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
 /* Start loading the slot line a lookup of h will read (inside a section). */
