@@ -180,6 +180,52 @@ static void retry_covers_all(void)
     sluice_destroy(l);
 }
 
+/* Keys already present take the one-lookup path (acquire_all, peek, a
+ * stacked policy's acquire): a cost above some key's least capacity is
+ * still -E2BIG with nothing charged, not a denial (that path once charged
+ * it as an ordinary request), and the result names the binding limit. */
+static void present_keys(void)
+{
+    struct sluice_policy p10 = one(SLUICE_GCRA, 10, NS_PER_S), p3 = one(SLUICE_FIXED_WINDOW, 3, NS_PER_S);
+    struct sluice_policy stacked = one(SLUICE_GCRA, 10, NS_PER_S);
+    sluice_t *a = make(&p10, 100, 1, SLUICE_FULL_DENY), *b = make(&p3, 100, 1, SLUICE_FULL_DENY);
+    sluice_t *s;
+    struct sluice_key k[2] = {{a, "x", 1}, {b, "y", 1}};
+    struct sluice_result r;
+
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, 0, &r), SLUICE_ALLOW); /* both made */
+    CHECK_EQ(r.key_index, 1u);
+    CHECK_EQ(r.remaining, 2u);
+    CHECK_EQ(sluice_acquire_all(k, 2, 4, 0, &r), -E2BIG);
+    CHECK_EQ(sluice_peek_at(b, "y", 1, 4, 0, &r), -E2BIG);
+    CHECK_EQ(sluice_peek_at(a, "x", 1, 1, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 8u); /* 9 left, less the 1 asked about: nothing more charged */
+    CHECK_EQ(sluice_peek_at(b, "y", 1, 1, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 1u);
+    CHECK_EQ(sluice_acquire_all(k, 2, 2, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 0u);
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.key_index, 1u);
+    CHECK(r.retry_after_ns > 0);
+    CHECK_EQ(sluice_peek_at(a, "x", 1, 1, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 6u); /* the denial charged nothing */
+    sluice_destroy(a);
+    sluice_destroy(b);
+
+    sluice_policy_add(&stacked, SLUICE_FIXED_WINDOW, 3, 86400 * NS_PER_S);
+    s = make(&stacked, 100, 1, SLUICE_FULL_DENY);
+    CHECK_EQ(sluice_acquire_at(s, "z", 1, 1, 0, &r), SLUICE_ALLOW); /* made */
+    CHECK_EQ(sluice_acquire_at(s, "z", 1, 4, 0, &r), -E2BIG);
+    CHECK_EQ(sluice_acquire_at(s, "z", 1, 3, 0, &r), SLUICE_DENY);
+    CHECK_EQ(sluice_acquire_at(s, "z", 1, 2, 0, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.limit_index, 1u);
+    CHECK_EQ(r.remaining, 0u);
+    CHECK_EQ(sluice_acquire_at(s, "z", 1, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.limit_index, 1u);
+    CHECK_EQ(sluice_peek_at(s, "z", 1, 1, 0, &r), SLUICE_DENY);
+    sluice_destroy(s);
+}
+
 static void watchdog(int sig)
 {
     (void)sig;
@@ -197,7 +243,8 @@ int main(int argc, char **argv)
     } cases[] = {{"full_pair", full_pair},
                  {"duplicates", duplicates},
                  {"when_full", when_full_per_limiter},
-                 {"retry", retry_covers_all}};
+                 {"retry", retry_covers_all},
+                 {"present", present_keys}};
 
     signal(SIGALRM, watchdog);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
