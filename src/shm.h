@@ -95,7 +95,8 @@ struct sl_shm_hdr {
     sl_aword ovr_cursor;        /* where the next override slot search starts (a hint) */
 };
 
-/* A process attached to the file.  owner: pid | incarnation << 32, 0 free.
+/* A process attached to the file.  owner: pid | incarnation << 32, 0 free,
+ * the claimer's pid alone while a process claims or reclaims the record.
  * cnt[p]: this process's sections begun at an epoch of parity p.  stat:
  * its decisions, counted as in-process (each of the first SL_SHM_TSLOTS
  * threads owns a slot: a plain load and store), never cleared: a record's

@@ -36,7 +36,22 @@
 
 #include "shm.h"
 
-#define SL_SHM_CLAIMING UINT64_C(1) /* a record being claimed or reclaimed */
+/*
+ * A record being claimed or reclaimed holds the claimer's pid alone, with
+ * no incarnation in the high half (a full owner word always has one): a
+ * process killed between its claim and its owner store, or inside a
+ * reclaim, leaves a word whose pid is dead, and the next process that
+ * needs the record, or the epoch, reclaims it as any dead owner's.
+ */
+static uint64_t sl_shm_claim_word(void)
+{
+    return (uint64_t)(uint32_t)getpid();
+}
+
+static bool sl_shm_is_claim(uint64_t owner)
+{
+    return owner != 0 && (owner >> 32) == 0;
+}
 #define SL_SHM_SPIN 256             /* reads of a busy counter before asking if its owner lives */
 
 /* Counts forks: a child's handles take a record of their own on first use. */
@@ -93,8 +108,12 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
     uint64_t now_start;
     char state;
 
-    if (owner <= SL_SHM_CLAIMING || pid <= 0)
-        return owner == 0;
+    if (owner == 0)
+        return true;
+    if (pid <= 0)
+        return false;
+    if (sl_shm_is_claim(owner))
+        start = 0; /* the record's start is still its previous owner's */
     if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
         return true;
     if (!sl_proc_stat(pid, &now_start, &state))
@@ -106,7 +125,7 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
  * so a record claimed again meanwhile is never cleared. */
 static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
 {
-    if (!atomic_compare_exchange_strong_explicit(&p->owner, &owner, SL_SHM_CLAIMING,
+    if (!atomic_compare_exchange_strong_explicit(&p->owner, &owner, sl_shm_claim_word(),
                                                  memory_order_acq_rel, memory_order_relaxed))
         return;
     sl_store_rlx(&p->cnt[0], 0);
@@ -121,20 +140,22 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned i = 0; i < SL_SHM_PROCS; i++) {
             struct sl_shm_proc *p = &m->procs[i];
-            uint64_t o = 0, hi;
+            uint64_t o = 0, hi, inc;
             if (sl_load_rlx(&p->owner) != 0 ||
-                !atomic_compare_exchange_strong_explicit(&p->owner, &o, SL_SHM_CLAIMING,
+                !atomic_compare_exchange_strong_explicit(&p->owner, &o, sl_shm_claim_word(),
                                                          memory_order_acq_rel,
                                                          memory_order_relaxed))
                 continue;
             /* the start time before the owner: a liveness test never sees
              * this pid with another process's start time */
             sl_store_rlx(&p->start, sl_shm_self_start());
-            o = (uint64_t)(uint32_t)getpid() |
-                ((atomic_fetch_add_explicit(&h->incarnation, 1, memory_order_relaxed) + 1)
-                 << 32);
-            if ((o >> 32) == 0)
-                o |= UINT64_C(1) << 32;
+            /* tokens keep the low 21 bits of the incarnation: never 0 there,
+             * so no token matches a record whose word is a claim's */
+            do
+                inc = (atomic_fetch_add_explicit(&h->incarnation, 1, memory_order_relaxed) + 1) &
+                      UINT32_MAX;
+            while ((inc & 0x1fffff) == 0);
+            o = (uint64_t)(uint32_t)getpid() | (inc << 32);
             sl_store_rel(&p->owner, o);
             hi = sl_load_rlx(&h->procs_hi);
             while (hi < i + 1 && !atomic_compare_exchange_weak_explicit(
@@ -146,7 +167,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
         }
         for (unsigned i = 0; i < SL_SHM_PROCS; i++) { /* make room: dead processes' records */
             uint64_t o = sl_load_acq(&m->procs[i].owner);
-            if (o > SL_SHM_CLAIMING && sl_shm_proc_dead(o, sl_load_rlx(&m->procs[i].start)))
+            if (o != 0 && sl_shm_proc_dead(o, sl_load_rlx(&m->procs[i].start)))
                 sl_proc_reclaim(&m->procs[i], o);
         }
     }
@@ -274,8 +295,7 @@ bool sl_shm_advance(struct sl_shm *m, bool check_dead)
                 continue;
             }
             owner = sl_load_acq(&p->owner);
-            if (!check_dead || owner == SL_SHM_CLAIMING ||
-                !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+            if (!check_dead || !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
                 return false; /* a live process is in a section: later */
             sl_proc_reclaim(p, owner);
             break;

@@ -5,10 +5,13 @@
  *     an entry allocated and never published, and a key reserved: the next
  *     caller takes the lock over, the key decides with its state intact,
  *     the count is right again and the lost entry comes back;
- *   - a process killed inside a section (left a zombie, not waited for) and
- *     a record whose pid is alive but whose start time is another process's
- *     (a reused pid): neither stalls the reuse of memory, checked by cycling
- *     many times more keys through the table than it has entries.
+ *   - a process killed inside a section (left a zombie, not waited for), a
+ *     record whose pid is alive but whose start time is another process's
+ *     (a reused pid), and a record left mid-claim by a process killed
+ *     between its claim and its owner store (or inside a reclaim, after
+ *     its CAS and before clearing the counters): none stalls the reuse of
+ *     memory, checked by cycling many times more keys through the table
+ *     than it has entries.
  * A watchdog (alarm) turns a hang into a failure.
  */
 #include <signal.h>
@@ -154,6 +157,16 @@ static void test_dead_section(const char *path)
     atomic_store(&fake->owner, (uint64_t)(uint32_t)getpid() | (UINT64_C(77) << 32));
     atomic_store(&m->hdr->procs_hi, SL_SHM_PROCS);
     churn(l, MAX, 40, "reused pid");
+    CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
+    /* a claimer killed mid-claim: its record holds its pid alone, with the
+     * counters a reclaim it interrupted never cleared */
+    if ((pid = fork()) == 0)
+        _exit(0);
+    waitpid(pid, &status, 0);
+    atomic_store(&fake->cnt[0], 1);
+    atomic_store(&fake->cnt[1], 1);
+    atomic_store(&fake->owner, (uint64_t)(uint32_t)pid);
+    churn(l, MAX, 40, "dead claimer");
     CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
     alarm(0);
     sluice_destroy(l);
