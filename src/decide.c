@@ -511,6 +511,7 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     struct sl_target g[SL_MAX_KEYS];
     unsigned orig[SL_MAX_KEYS], shm[SL_MAX_KEYS];
     struct sl_thread *t;
+    bool shared = false; /* some key's limiter is shared: enter its file's epoch too */
     size_t m;
     int rc;
 
@@ -518,6 +519,7 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
         rc = sl_key_check(keys[i].limiter, keys[i].key, keys[i].len);
         if (rc < 0)
             return rc;
+        shared |= keys[i].limiter->shm != NULL;
     }
     t = sl_thread_get();
     if (t == NULL)
@@ -525,9 +527,11 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     m = sl_unique_keys(keys, n, g, orig);
     for (unsigned round = 0;; round++) {
         sl_epoch_begin(t);
-        sl_shm_enter_targets(g, m, shm);
+        if (shared)
+            sl_shm_enter_targets(g, m, shm);
         rc = sl_decide(t, g, m, cost, now, charge && cost > 0, res);
-        sl_shm_leave_targets(g, m, shm);
+        if (shared)
+            sl_shm_leave_targets(g, m, shm);
         sl_epoch_end(t);
         /* -EAGAIN: a shared limiter had no free entry; what this call's
          * own section held back comes free once it has ended */
