@@ -35,7 +35,7 @@ struct hfloor {
 
 /* sluice's own keyed hash (src/hash.c; linked from the static library):
  * the floor hashes as sluice does, so a ratio measures all but the hash. */
-static const struct sl_hkey floor_key = {UINT64_C(0x243f6a8885a308d3), UINT64_C(0x13198a2e03707344)};
+static struct sl_hkey floor_key;
 
 static uint64_t floor_hash(const void *key)
 {
@@ -62,6 +62,7 @@ static struct hfloor *hfloor_new(const struct keyset *ks)
     struct hfloor *f = calloc(1, sizeof(*f));
     uint64_t cap = 64;
 
+    sl_hkey_set(&floor_key, UINT64_C(0x243f6a8885a308d3), UINT64_C(0x13198a2e03707344));
     while (cap < 2 * ks->n)
         cap <<= 1;
     f->mask = cap - 1;

@@ -327,19 +327,29 @@ static void sl_touch(struct sl_target *g, uint64_t at)
  * plain load and store is exact; threads past that share the last slot,
  * by atomic add.
  */
-static void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+static __attribute__((noinline)) void sl_stat_add_shared(struct sluice *l,
+                                                         const struct sl_thread *t, bool allowed)
 {
-    struct sl_stat_slot *slot = &l->stat[sl_min64(t->id, SL_STAT_SLOTS)];
-    sl_aword *c = allowed ? &slot->allowed : &slot->denied;
+    struct sl_stat_slot *slot = &l->stat[SL_STAT_SLOTS];
 
-    if (l->shm != NULL) {
+    if (l->shm != NULL)
         sl_shm_stat(l, t, allowed); /* host-wide counters, in the file */
+    else
+        sl_count(allowed ? &slot->allowed : &slot->denied, 1);
+}
+
+static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    struct sl_stat_slot *slot = &l->stat[t->id];
+
+    if (l->shm != NULL || t->id >= SL_STAT_SLOTS) {
+        sl_stat_add_shared(l, t, allowed);
         return;
     }
-    if (t->id < SL_STAT_SLOTS)
-        sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
+    if (allowed) /* the only writer of its slot */
+        sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
     else
-        sl_count(c, 1);
+        sl_store_rlx(&slot->denied, sl_load_rlx(&slot->denied) + 1);
 }
 
 static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)

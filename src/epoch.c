@@ -74,7 +74,7 @@ static pthread_once_t sl_epoch_once = PTHREAD_ONCE_INIT;
 static pthread_key_t sl_thread_key;
 static _Atomic unsigned sl_thread_ids;
 
-static _Thread_local struct sl_thread *sl_tls __attribute__((tls_model("initial-exec")));
+_Thread_local struct sl_thread *sl_tls __attribute__((tls_model("initial-exec")));
 
 /* Past this many pending callbacks a retiring thread reclaims what it can. */
 #define SL_POLL_PENDING 64
@@ -201,7 +201,7 @@ static struct sl_thread *sl_record_new(void)
     return t;
 }
 
-static struct sl_thread *sl_thread_make(void)
+struct sl_thread *sl_thread_make(void)
 {
     struct sl_thread *t;
 
@@ -215,13 +215,6 @@ static struct sl_thread *sl_thread_make(void)
     }
     sl_tls = t;
     return t;
-}
-
-struct sl_thread *sl_thread_get(void)
-{
-    struct sl_thread *t = sl_tls;
-
-    return t != NULL ? t : sl_thread_make();
 }
 
 bool sl_epoch_asymmetric(void)

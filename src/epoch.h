@@ -25,8 +25,18 @@ struct sl_thread {
 extern sl_aword sl_epoch_global;
 extern bool sl_epoch_fenced;
 
-/* The calling thread's record, made on first use; NULL if out of memory. */
-struct sl_thread *sl_thread_get(void);
+/* The calling thread's record, made on first use; NULL if out of memory.
+ * Inline: every call starts here, and the record is one %fs load away
+ * (initial-exec TLS, hidden like every internal symbol). */
+extern _Thread_local struct sl_thread *sl_tls __attribute__((tls_model("initial-exec")));
+struct sl_thread *sl_thread_make(void);
+
+static inline struct sl_thread *sl_thread_get(void)
+{
+    struct sl_thread *t = sl_tls;
+
+    return t != NULL ? t : sl_thread_make();
+}
 
 /*
  * Enter a section: two plain stores and a load on x86 (no locked

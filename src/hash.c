@@ -36,10 +36,19 @@ static inline uint64_t sl_r32(const unsigned char *p)
     return v;
 }
 
+void sl_hkey_set(struct sl_hkey *k, uint64_t k0, uint64_t k1)
+{
+    k->k0 = k0;
+    k->k1 = k1;
+    k->s1 = sl_p1 ^ k1;
+    k->s2 = sl_p2 ^ (k1 << 1);
+    k->seed = k0 ^ sl_mum(k0 ^ sl_p0, k->s1);
+}
+
 uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len)
 {
     const unsigned char *p = data;
-    uint64_t s1 = sl_p1 ^ k->k1, s2 = sl_p2 ^ (k->k1 << 1), seed = k->k0 ^ sl_mum(k->k0 ^ sl_p0, s1);
+    uint64_t s1 = k->s1, s2 = k->s2, seed = k->seed;
     uint64_t a, b;
 
     if (len <= 16) {

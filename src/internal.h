@@ -321,8 +321,10 @@ static inline const unsigned char *sl_entry_key(const struct sl_entry *e)
 }
 
 struct sl_hkey {
-    uint64_t k0, k1;
+    uint64_t k0, k1;            /* the 128 random bits (a shared file keeps these) */
+    uint64_t s1, s2, seed;      /* derived from them once, not on every hash */
 };
+void sl_hkey_set(struct sl_hkey *k, uint64_t k0, uint64_t k1);
 uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len);
 void sl_random_bytes(void *buf, size_t len);
 

@@ -44,7 +44,11 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
     }
     memset(l, 0, sizeof(*l));
     atomic_init(&l->memory, sl_load_rlx(&acct));
-    sl_random_bytes(&l->hkey, sizeof(l->hkey));
+    {
+        uint64_t r[2];
+        sl_random_bytes(r, sizeof(r));
+        sl_hkey_set(&l->hkey, r[0], r[1]);
+    }
     atomic_init(&l->policy, pol);
     l->max_keys = cfg->max_keys;
     l->max_key_len = cfg->max_key_len;

@@ -320,7 +320,7 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     sl_shm_policy_bind(m, pol);
     l->shm = m;
     l->shm_gen = &h->pol_gen;
-    memcpy(&l->hkey, h->hkey, sizeof(l->hkey));
+    sl_hkey_set(&l->hkey, h->hkey[0], h->hkey[1]);
     atomic_init(&l->policy, pol);
     atomic_init(&l->memory, m->size);
     l->max_keys = h->max_keys;

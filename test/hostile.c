@@ -123,7 +123,11 @@ static void test_hash_flood(void)
         if ((fnv1a(key, 15) & ((1u << BITS) - 1)) == 0)
             memcpy(keys[n++], key, 16);
     }
-    sl_random_bytes(&k, sizeof(k));
+    {
+        uint64_t r[2];
+        sl_random_bytes(r, sizeof(r));
+        sl_hkey_set(&k, r[0], r[1]);
+    }
     for (unsigned i = 0; i < WANT; i++) {
         unsigned b = (unsigned)(sl_hash(&k, keys[i], 15) & ((1u << BITS) - 1));
         worst = ++counts[b] > worst ? counts[b] : worst;
