@@ -654,23 +654,33 @@ int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, u
 
 /*
  * The batch: each request decided exactly as sluice_acquire_at would, in
- * order, with the key of request i + SL_BATCH_AHEAD hashed and its slot
- * line prefetched while request i is decided, so the cache misses of
- * consecutive keys overlap.  One epoch section per SL_BATCH_SECTION
- * requests: a section held for a whole batch of any length would stop
- * every thread's reclamation meanwhile.  The prefetched targets stay valid
- * across the break: they hold the key, hash and shard, not entries.
+ * order, in two prefetch stages so the cache misses of consecutive keys
+ * overlap: while request i is decided, the key of request i +
+ * SL_BATCH_AHEAD is hashed and its slot line fetched, and the slot line of
+ * request i + SL_BATCH_ENTRY, arrived by then, names the entry to fetch.
+ * One epoch section per SL_BATCH_SECTION requests: a section held for a
+ * whole batch of any length would stop every thread's reclamation
+ * meanwhile.  The ring's targets stay valid across the break: they hold
+ * the key, hash and shard, not entries (a fetched entry is only a hint).
  */
-#define SL_BATCH_AHEAD 4
+#define SL_BATCH_AHEAD 8
+#define SL_BATCH_ENTRY 4
 #define SL_BATCH_SECTION 256
 
 static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struct sl_target *g)
 {
+    g->s = NULL;
     if (sl_key_check(l, q->key, q->len) != 0)
         return; /* decided (refused) without a lookup */
     sl_target_init(g, l, q->key, q->len);
     if (g->s != NULL)
         sl_table_prefetch(g->s, g->h);
+}
+
+static void sl_batch_fetch_entry(const struct sl_target *g)
+{
+    if (g->s != NULL)
+        sl_table_prefetch_entry(g->s, g->h);
 }
 
 int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, uint64_t now_ns,
@@ -694,6 +704,8 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
         shm = sl_shm_enter(l);
     for (size_t i = 0; i < n && i < SL_BATCH_AHEAD; i++)
         sl_batch_prepare(l, &reqs[i], &ring[i]);
+    for (size_t i = 0; i < n && i < SL_BATCH_ENTRY; i++)
+        sl_batch_fetch_entry(&ring[i]);
     for (size_t i = 0; i < n; i++) {
         const struct sluice_req *q = &reqs[i];
         struct sluice_result *r = res != NULL ? &res[i] : NULL;
@@ -721,6 +733,8 @@ int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, u
         }
         if (i + SL_BATCH_AHEAD < n)
             sl_batch_prepare(l, &reqs[i + SL_BATCH_AHEAD], &ring[i % SL_BATCH_AHEAD]);
+        if (i + SL_BATCH_ENTRY < n)
+            sl_batch_fetch_entry(&ring[(i + SL_BATCH_ENTRY) % SL_BATCH_AHEAD]);
     }
     if (l->shm != NULL)
         sl_shm_leave(l, shm);

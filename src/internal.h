@@ -393,6 +393,9 @@ static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
 /* Start loading the slot line a lookup of h will read (inside a section). */
 void sl_table_prefetch(struct sl_shard *s, uint64_t h);
+/* The entry h's key most likely has (the first slot from its home whose
+ * tag matches), prefetched once the slot line is in: a hint only. */
+void sl_table_prefetch_entry(struct sl_shard *s, uint64_t h);
 void sl_shard_lock(struct sl_shard *s);
 /* Never blocks: reaping other shards while holding one must not deadlock. */
 bool sl_shard_trylock(struct sl_shard *s);

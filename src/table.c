@@ -169,6 +169,21 @@ void sl_table_prefetch(struct sl_shard *s, uint64_t h)
     __builtin_prefetch(&t->slot[h & t->mask]);
 }
 
+void sl_table_prefetch_entry(struct sl_shard *s, uint64_t h)
+{
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
+    uint64_t tag = sl_tag_of(h), i = h & t->mask, v;
+
+    /* a few slots at most: a long probe is rare, and this is only a hint */
+    for (unsigned n = 0; n < 4 && (v = sl_load_rlx(&t->slot[i])) != SL_EMPTY; n++) {
+        if (sl_slot_may_hold(v, tag)) {
+            __builtin_prefetch(sl_slot_entry(v));
+            return;
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
 #ifdef SL_DEBUG_CHECKS
 static _Thread_local char sl_self_token; /* its address names the thread */
 
