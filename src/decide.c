@@ -393,8 +393,8 @@ static int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 
 /*
  * Every key present under the policy in force: resolved with one lookup
- * each, their slot lines fetched together first so the misses overlap
- * rather than queue.  false (nothing written) when some key needs the
+ * each, their slot lines and then their entries fetched together first, so
+ * the misses overlap rather than queue.  false (nothing written) when some key needs the
  * general path: absent, its policy changed, cost above its least capacity.
  */
 static bool sl_resolve_present(struct sl_target *g, size_t n, uint64_t cost, uint64_t now)
@@ -402,6 +402,9 @@ static bool sl_resolve_present(struct sl_target *g, size_t n, uint64_t cost, uin
     for (size_t i = 0; i < n; i++)
         if (g[i].l->shm == NULL)
             sl_table_prefetch(g[i].s, g[i].h);
+    for (size_t i = 0; n > 1 && i < n; i++) /* then every entry, as their slot lines come in */
+        if (g[i].l->shm == NULL)
+            sl_table_prefetch_entry(g[i].s, g[i].h);
     for (size_t i = 0; i < n; i++) {
         struct sluice *l = g[i].l;
         struct sl_entry *e = l->shm != NULL ? sl_shm_get_current(&g[i])
