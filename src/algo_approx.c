@@ -34,9 +34,10 @@ static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, stru
     v->prev = v->cur = 0;
     if (prev == 0 && cur == 0)
         return;
-    if (d < 0) {
+    if (d < 0) { /* decided in the stored window, as full: see fixed_view */
         v->idx = idx - (uint64_t)d;
         v->elapsed = 0;
+        cur = sl_max64(cur, lim->def.count);
     }
     if (d <= 0) {
         v->prev = prev;

@@ -15,8 +15,13 @@ static int fixed_compile(struct sl_lim *lim)
 
 /*
  * The window the request is decided in (absolute index) and the units
- * already in it.  A time older than the stored window is decided in the
- * stored (latest observed) one; a word with no units is a fresh key's.
+ * already in it; a word with no units is a fresh key's.  A time older than
+ * the stored window is decided in the stored one, as full: every decision
+ * runs at or after its key's latest admission (sl_entry_time), so a word
+ * ahead of it was moved by a charge still in flight, perhaps one about to
+ * be taken back (a stacked limit or another key refusing).  Counting that
+ * charge's window instead of the older one it left would admit what no
+ * serial order does; refusing is at worst an under-admission in a race.
  */
 static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t *used)
 {
@@ -27,6 +32,8 @@ static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, u
     if ((c & lim->cmask) == 0 || d > 0)
         return idx;
     *used = c & lim->cmask;
+    if (d < 0 && *used < lim->def.count)
+        *used = lim->def.count;
     return idx - (uint64_t)d; /* d <= 0: the stored window */
 }
 

@@ -69,6 +69,19 @@ static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff,
     return sum;
 }
 
+/* The same, as full when now is behind the stored head (eff is then the
+ * head's sub-bucket, not now's): a head ahead of the key's latest
+ * admission was moved by a charge still in flight, perhaps about to be
+ * taken back, and the window ending there may have dropped units the
+ * window ending at now still holds (see fixed_view). */
+static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t eff,
+                               uint64_t hidx, uint64_t hcnt)
+{
+    uint64_t sum = sliding_sum(lim, w, eff, hidx, hcnt);
+
+    return eff != now / lim->width ? sl_max64(sum, lim->def.count) : sum;
+}
+
 /* Raise ring slot of index j to hold at least `units`. */
 static void sliding_archive(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
 {
@@ -92,7 +105,7 @@ static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
         if (h & SL_DEAD)
             return SL_FROZEN;
         eff = sliding_head(lim, h, now, &hidx, &hcnt);
-        if (sliding_sum(lim, w, eff, hidx, hcnt) + cost > lim->def.count)
+        if (sliding_sum_at(lim, w, now, eff, hidx, hcnt) + cost > lim->def.count)
             return SL_NO;
         cur = eff == hidx ? hcnt : 0;
         if (eff != hidx && hcnt != 0)
@@ -137,7 +150,7 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
     if (h & SL_DEAD)
         return SL_FROZEN;
     eff = sliding_head(lim, h, now, &hidx, &hcnt);
-    sum = sliding_sum(lim, w, eff, hidx, hcnt);
+    sum = sliding_sum_at(lim, w, now, eff, hidx, hcnt);
     fits = sum + cost <= lim->def.count;
     if (out == NULL)
         return fits ? SL_OK : SL_NO;
@@ -168,7 +181,7 @@ static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, 
 {
     uint64_t hidx, hcnt, eff = sliding_head(lim, c, now, &hidx, &hcnt);
 
-    return sliding_sum(lim, w, eff, hidx, hcnt) == 0;
+    return sliding_sum_at(lim, w, now, eff, hidx, hcnt) == 0;
 }
 
 /*

@@ -236,6 +236,8 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     rc = lim->ops->charge(lim, g->w + lim->off, g->at, cost, g->receipt[0]);
     if (rc == SL_FROZEN)
         return rc;
+    if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
+        return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
     if (rc == SL_OK && (sl_floor_behind(g) || sl_policy_stale(g->l, g->pol))) {
         lim->ops->undo(lim, g->w + lim->off, cost, g->receipt[0]);
         return SL_RACED; /* decided again, at the newer time */
@@ -249,6 +251,22 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
         sl_result_finish(res, rc, g->flags);
     }
     return rc;
+}
+
+/*
+ * Some key was decided under a default policy that set_policy has replaced
+ * since it was resolved.  An admission checks this after its charges
+ * (sl_charge_all); a denial, or a peek's answer, must too: read under
+ * limits no longer in force, it may be one no serial order gives (a DENY
+ * where the new policy's capacity makes it -E2BIG, or where the new limits
+ * admit).  Decided again, under the policy now in force.
+ */
+static bool sl_any_stale(struct sl_target *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (sl_policy_stale(g[i].l, g[i].pol))
+            return true;
+    return false;
 }
 
 static size_t sl_total_limits(const struct sl_target *g, size_t n)
@@ -273,15 +291,19 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool cha
 {
     int rc;
 
-    if (!charge)
-        return sl_report_all(g, n, cost, res, frozen);
+    if (!charge) {
+        rc = sl_report_all(g, n, cost, res, frozen);
+        return rc != SL_FROZEN && sl_any_stale(g, n) ? SL_RACED : rc;
+    }
     if (sl_total_limits(g, n) == 1) {
         rc = sl_charge_all(g, n, cost, res, frozen);
         if (rc == SL_OK)
             sl_report_charged(g, n, res);
-        return rc;
+        return rc == SL_NO && sl_any_stale(g, n) ? SL_RACED : rc;
     }
     rc = sl_report_all(g, n, cost, res, frozen);
+    if (rc == SL_NO && sl_any_stale(g, n))
+        return SL_RACED;
     if (rc != SL_OK)
         return rc;
     rc = sl_charge_all(g, n, cost, NULL, frozen);

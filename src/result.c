@@ -14,23 +14,27 @@
  * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
  * names the key whose entry is being replaced.
  */
-/* The verdict alone (no numbers wanted): no division, and the first limit
- * that denies ends it.  A denial read from a word not frozen is one some
- * serial order gives (the call takes effect at that read, charging
- * nothing), whatever the limits after it hold. */
+/* The verdict alone (no numbers wanted): no division.  Every limit is
+ * still read, so a frozen entry is reported as the full report would (a
+ * key being reset or migrated makes the call decide again, not deny on an
+ * earlier key's word meanwhile). */
 static int sl_verdict_all(struct sl_target *g, size_t n, uint64_t cost, size_t *frozen)
 {
+    int verdict = SL_OK;
+
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
             int rc = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, NULL);
-            if (rc == SL_FROZEN)
+            if (rc == SL_FROZEN) {
                 *frozen = i;
-            if (rc != SL_OK)
-                return rc;
+                return SL_FROZEN;
+            }
+            if (rc == SL_NO)
+                verdict = SL_NO;
         }
     }
-    return SL_OK;
+    return verdict;
 }
 
 int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
