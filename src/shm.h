@@ -96,7 +96,7 @@ struct sl_shm_hdr {
 };
 
 /* A process attached to the file.  owner: pid | incarnation << 32, 0 free,
- * the claimer's pid alone while a process claims or reclaims the record.
+ * a claim word (sl_shm_claim_make) while a process claims or reclaims it.
  * cnt[p]: this process's sections begun at an epoch of parity p.  stat:
  * its decisions, counted as in-process (each of the first SL_SHM_TSLOTS
  * threads owns a slot: a plain load and store), never cleared: a record's
@@ -205,6 +205,14 @@ uint32_t sl_shm_pin_token(struct sluice *l);
 bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin);
 bool sl_shm_proc_dead(uint64_t owner, uint64_t start);
 uint64_t sl_shm_self_start(void);
+/* The word a record holds while process pid, started at `start`, claims
+ * or reclaims it (shm_epoch.c says why). */
+#define SL_SHM_CLAIM_BIT (UINT64_C(1) << 63)
+#define SL_SHM_START_TAG(s) ((s) & UINT64_C(0x7fffffff))
+static inline uint64_t sl_shm_claim_make(uint32_t pid, uint64_t start)
+{
+    return SL_SHM_CLAIM_BIT | (SL_SHM_START_TAG(start) << 32) | pid;
+}
 
 /* shm_table.c */
 /*

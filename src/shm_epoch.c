@@ -37,20 +37,23 @@
 #include "shm.h"
 
 /*
- * A record being claimed or reclaimed holds the claimer's pid alone, with
- * no incarnation in the high half (a full owner word always has one): a
- * process killed between its claim and its owner store, or inside a
- * reclaim, leaves a word whose pid is dead, and the next process that
- * needs the record, or the epoch, reclaims it as any dead owner's.
+ * A record being claimed or reclaimed holds a claim word: bit 63, the low
+ * 31 bits of the claimer's start time (/proc/PID/stat) and its pid.  A full
+ * owner word never has bit 63 (its incarnation keeps 31 bits).  A process
+ * killed between its claim and its owner store, or inside a reclaim, leaves
+ * a claim word whose process is gone: the next process that needs the
+ * record, or the epoch, reclaims it as any dead owner's.  The start time
+ * tells a reused pid from the claimer, and makes two claims of one pid
+ * different words (a reclaim's CAS cannot take a claim made since).
  */
 static uint64_t sl_shm_claim_word(void)
 {
-    return (uint64_t)(uint32_t)getpid();
+    return sl_shm_claim_make((uint32_t)getpid(), sl_shm_self_start());
 }
 
 static bool sl_shm_is_claim(uint64_t owner)
 {
-    return owner != 0 && (owner >> 32) == 0;
+    return (owner & SL_SHM_CLAIM_BIT) != 0;
 }
 #define SL_SHM_SPIN 256             /* reads of a busy counter before asking if its owner lives */
 
@@ -113,11 +116,13 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
     if (pid <= 0)
         return false;
     if (sl_shm_is_claim(owner))
-        start = 0; /* the record's start is still its previous owner's */
+        start = (owner >> 32) & UINT64_C(0x7fffffff); /* the claimer's, not the record's */
     if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
         return true;
     if (!sl_proc_stat(pid, &now_start, &state))
         return access("/proc/self/stat", F_OK) == 0; /* no /proc at all: trust kill */
+    if (sl_shm_is_claim(owner))
+        now_start = SL_SHM_START_TAG(now_start);
     return state == 'Z' || state == 'X' || (start != 0 && now_start != start);
 }
 
@@ -136,13 +141,14 @@ static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
 static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
 {
     struct sl_shm_hdr *h = m->hdr;
+    uint64_t claim = sl_shm_claim_word();
 
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned i = 0; i < SL_SHM_PROCS; i++) {
             struct sl_shm_proc *p = &m->procs[i];
             uint64_t o = 0, hi, inc;
             if (sl_load_rlx(&p->owner) != 0 ||
-                !atomic_compare_exchange_strong_explicit(&p->owner, &o, sl_shm_claim_word(),
+                !atomic_compare_exchange_strong_explicit(&p->owner, &o, claim,
                                                          memory_order_acq_rel,
                                                          memory_order_relaxed))
                 continue;
@@ -153,7 +159,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
              * so no token matches a record whose word is a claim's */
             do
                 inc = (atomic_fetch_add_explicit(&h->incarnation, 1, memory_order_relaxed) + 1) &
-                      UINT32_MAX;
+                      UINT64_C(0x7fffffff); /* bit 63 of the word is the claim bit */
             while ((inc & 0x1fffff) == 0);
             o = (uint64_t)(uint32_t)getpid() | (inc << 32);
             sl_store_rel(&p->owner, o);
@@ -424,6 +430,6 @@ bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
     if (pin == 0 || idx >= SL_SHM_PROCS)
         return false;
     owner = sl_load_acq(&m->procs[idx].owner);
-    return ((owner >> 32) & 0x1fffff) == pin >> 11 &&
+    return !sl_shm_is_claim(owner) && ((owner >> 32) & 0x1fffff) == pin >> 11 &&
            !sl_shm_proc_dead(owner, sl_load_rlx(&m->procs[idx].start));
 }

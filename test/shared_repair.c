@@ -119,6 +119,27 @@ static void churn(sluice_t *l, size_t max_keys, unsigned rounds, const char *wha
     CHECK_EQ(full, 0);
 }
 
+/* Field 22 of /proc/PID/stat: the start time a claim word keeps. */
+static uint64_t start_of(pid_t pid)
+{
+    char p[64], buf[1024], *s;
+    unsigned long long v = 0;
+    size_t n;
+    FILE *f;
+
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(p, "r")) == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if ((s = strrchr(buf, ')')) == NULL ||
+        sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+               &v) != 1)
+        return 0;
+    return v;
+}
+
 static void test_dead_section(const char *path)
 {
     enum { MAX = 16 };
@@ -158,16 +179,32 @@ static void test_dead_section(const char *path)
     atomic_store(&m->hdr->procs_hi, SL_SHM_PROCS);
     churn(l, MAX, 40, "reused pid");
     CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
-    /* a claimer killed mid-claim: its record holds its pid alone, with the
+    /* a claimer killed mid-claim: its record holds its claim word, with the
      * counters a reclaim it interrupted never cleared */
     if ((pid = fork()) == 0)
         _exit(0);
     waitpid(pid, &status, 0);
     atomic_store(&fake->cnt[0], 1);
     atomic_store(&fake->cnt[1], 1);
-    atomic_store(&fake->owner, (uint64_t)(uint32_t)pid);
+    atomic_store(&fake->owner, sl_shm_claim_make((uint32_t)pid, sl_shm_self_start()));
     churn(l, MAX, 40, "dead claimer");
     CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
+    /* the same, its pid since reused by a live process (started later:
+     * another start time) */
+    if ((pid = fork()) == 0) {
+        pause();
+        _exit(0);
+    }
+    atomic_store(&fake->cnt[0], 1);
+    atomic_store(&fake->cnt[1], 1);
+    atomic_store(&fake->owner, sl_shm_claim_make((uint32_t)pid, sl_shm_self_start() - 1));
+    churn(l, MAX, 40, "dead claimer, pid reused");
+    CHECK_U64(atomic_load(&fake->owner), 0); /* reclaimed */
+    /* a live claimer is alive; the same pid with another start is not */
+    CHECK(!sl_shm_proc_dead(sl_shm_claim_make((uint32_t)pid, start_of(pid)), 0));
+    CHECK(sl_shm_proc_dead(sl_shm_claim_make((uint32_t)pid, start_of(pid) + 1), 0));
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
     alarm(0);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
