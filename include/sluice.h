@@ -351,6 +351,10 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * another call has charged since, it leaves the state as it is (a
  * concurrent observer may briefly see a reservation that is then rolled
  * back, a transient denial: under-admission, never over-admission).
+ * Likewise a request on a windowed algorithm whose time falls in an
+ * earlier window than a racing charge of the same key has moved it to is
+ * refused while that charge is in flight (the window it left is not
+ * counted on a charge that may yet be rolled back).
  * A new key of a full limiter is decided by that limiter's when_full: one
  * failing closed denies the whole request (SLUICE_F_FULL, key_index names
  * it), one failing open admits that key untracked.
