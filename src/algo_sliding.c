@@ -30,9 +30,10 @@ static int sliding_compile(struct sl_lim *lim)
     return sl_window_pack_compile(lim, 1);
 }
 
-/* The head as seen from now: absolute index decided in, and its units. */
+/* The head as seen from now: absolute index decided in, and its units;
+ * *behind: now is older than the stored head (decided at the head). */
 static uint64_t sliding_head(const struct sl_lim *lim, uint64_t h, uint64_t now, uint64_t *hidx,
-                             uint64_t *hcnt)
+                             uint64_t *hcnt, bool *behind)
 {
     uint64_t idx = now / lim->width;
     int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, h));
@@ -41,7 +42,8 @@ static uint64_t sliding_head(const struct sl_lim *lim, uint64_t h, uint64_t now,
     *hcnt = h & lim->cmask;
     if (h == 0)
         *hidx = idx;
-    return d < 0 ? *hidx : idx; /* older times are decided at the head */
+    *behind = h != 0 && d < 0;
+    return *behind ? *hidx : idx; /* older times are decided at the head */
 }
 
 /* Units of the sub-bucket at absolute index j, if the ring or head has it. */
@@ -69,17 +71,16 @@ static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff,
     return sum;
 }
 
-/* The same, as full when now is behind the stored head (eff is then the
- * head's sub-bucket, not now's): a head ahead of the key's latest
- * admission was moved by a charge still in flight, perhaps about to be
- * taken back, and the window ending there may have dropped units the
- * window ending at now still holds (see fixed_view). */
-static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t eff,
+/* The same, as full when now is behind the stored head: a head ahead of
+ * the key's latest admission was moved by a charge still in flight,
+ * perhaps about to be taken back, and the window ending there may have
+ * dropped units the window ending at now still holds (see fixed_view). */
+static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behind, uint64_t eff,
                                uint64_t hidx, uint64_t hcnt)
 {
     uint64_t sum = sliding_sum(lim, w, eff, hidx, hcnt);
 
-    return eff != now / lim->width ? sl_max64(sum, lim->def.count) : sum;
+    return behind ? sl_max64(sum, lim->def.count) : sum;
 }
 
 /* Raise ring slot of index j to hold at least `units`. */
@@ -102,10 +103,11 @@ static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
 
     for (;;) {
         uint64_t hidx, hcnt, eff, cur;
+        bool behind;
         if (h & SL_DEAD)
             return SL_FROZEN;
-        eff = sliding_head(lim, h, now, &hidx, &hcnt);
-        if (sliding_sum_at(lim, w, now, eff, hidx, hcnt) + cost > lim->def.count)
+        eff = sliding_head(lim, h, now, &hidx, &hcnt, &behind);
+        if (sliding_sum_at(lim, w, behind, eff, hidx, hcnt) + cost > lim->def.count)
             return SL_NO;
         cur = eff == hidx ? hcnt : 0;
         if (eff != hidx && hcnt != 0)
@@ -145,12 +147,12 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
                           struct sl_report *out)
 {
     uint64_t h = sl_load_acq(&w[0]), hidx, hcnt, eff, sum, first, freed = 0, newest = 0;
-    bool fits;
+    bool fits, behind;
 
     if (h & SL_DEAD)
         return SL_FROZEN;
-    eff = sliding_head(lim, h, now, &hidx, &hcnt);
-    sum = sliding_sum_at(lim, w, now, eff, hidx, hcnt);
+    eff = sliding_head(lim, h, now, &hidx, &hcnt, &behind);
+    sum = sliding_sum_at(lim, w, behind, eff, hidx, hcnt);
     fits = sum + cost <= lim->def.count;
     if (out == NULL)
         return fits ? SL_OK : SL_NO;
@@ -179,9 +181,11 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
 
 static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
 {
-    uint64_t hidx, hcnt, eff = sliding_head(lim, c, now, &hidx, &hcnt);
+    uint64_t hidx, hcnt, eff;
+    bool behind;
 
-    return sliding_sum_at(lim, w, now, eff, hidx, hcnt) == 0;
+    eff = sliding_head(lim, c, now, &hidx, &hcnt, &behind);
+    return sliding_sum_at(lim, w, behind, eff, hidx, hcnt) == 0;
 }
 
 /*
@@ -218,6 +222,7 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
                           sl_aword *tw, uint64_t now)
 {
     uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum = 0, at = 0;
+    bool behind; /* carried as it is: the old entry's state, not a decision */
 
     if (from->width == to->width) {
         /* same layout: every sub-bucket as it is (kept where tw has more) */
@@ -235,7 +240,7 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
      * of it would move the window past units still in it).  Summed where
      * several land in one.  Units a coarse window no longer counts stay in
      * the ring: a finer window after a later change can still reach them. */
-    eff = sliding_head(from, h, now, &hidx, &hcnt);
+    eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
     for (uint64_t j = eff >= from->nb ? eff - from->nb : 0; j <= eff; j++) {
         uint64_t units = sliding_units(from, fw, j, hidx, hcnt), to_j;
         if (units == 0)
