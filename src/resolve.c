@@ -1,0 +1,142 @@
+/*
+ * Resolving the keys of a decision: the lookup, insert and migration that
+ * run before any charge, off the fast path.  Callers: decide.c.
+ */
+#include "resolve.h"
+
+/* Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full. */
+static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol,
+                            uint64_t now)
+{
+    struct sl_entry *e;
+    int rc = sl_key_insert(t, g, pol, now, true, false, &e);
+
+    if (rc == -ENOSPC) {
+        sl_count(&g->l->full, 1);
+        g->flags |= SLUICE_F_FULL;
+        sl_target_use(g, NULL, pol, now);
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    g->flags |= SLUICE_F_NEW_KEY;
+    sl_target_unpin(g); /* an earlier insert of this call, since replaced */
+    g->pinned = e;
+    sl_target_use(g, e, pol, now);
+    return 0;
+}
+
+/*
+ * g's entry (in *ep, or NULL) and the policy the key decides under: its
+ * override, else the default.  The default is read before and after the
+ * lookup and must be the same, so both held at the lookup: a newer default
+ * paired with an entry read before an override replaced it would be a
+ * policy the key never had (an -E2BIG no serial order gives).  The slot
+ * loads are acquire, so the second read cannot move before them.
+ */
+struct sl_policy *sl_key_policy(struct sl_target *g, struct sl_entry **ep)
+{
+    for (;;) {
+        struct sl_policy *cur = atomic_load_explicit(&g->l->policy, memory_order_acquire);
+        struct sl_entry *e = sl_table_get(g->s, g->h, g->key, g->len);
+        if (atomic_load_explicit(&g->l->policy, memory_order_acquire) != cur)
+            continue; /* a set_policy ran meanwhile */
+        *ep = e;
+        return e != NULL && e->pol->is_override ? e->pol : cur;
+    }
+}
+
+/*
+ * Find (or, if create, make) g's entry under the policy it should have now.
+ * Called inside an epoch section.  cost is checked against that policy
+ * before anything is created.
+ */
+int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
+                      bool create)
+{
+    if (g->l->shm != NULL)
+        return sl_shm_resolve(t, g, cost, now, create);
+    for (;;) {
+        struct sl_entry *e;
+        struct sl_policy *want = sl_key_policy(g, &e);
+        int rc;
+
+        if (cost > want->min_cap)
+            return -E2BIG;
+        if (e != NULL && e->pol == want) {
+            sl_target_use(g, e, want, now);
+            return 0;
+        }
+        if (e == NULL && !create) {
+            sl_target_use(g, NULL, want, now);
+            return 0;
+        }
+        if (e != NULL) /* its policy changed: migrate, then look again */
+            rc = sl_entry_replace(t, g, e, want, true, now);
+        else if ((rc = sl_target_insert(t, g, want, now)) == 0)
+            return 0;
+        if (rc != -EAGAIN && rc != 0)
+            return rc;
+    }
+}
+
+/* The charge found a frozen entry: let its writer finish. */
+void sl_target_wait(struct sl_target *g)
+{
+    if (g->l->shm != NULL) {
+        sl_shm_wait(g);
+        return;
+    }
+    sl_shard_lock(g->s);
+    sl_shard_unlock(g->s);
+}
+
+
+/* A key the table had no room for, of a limiter that fails closed, denies
+ * the whole request; one that fails open is admitted untracked. */
+bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((g[i].flags & SLUICE_F_FULL) && g[i].l->when_full == SLUICE_FULL_DENY) {
+            *which = i;
+            return true;
+        }
+    return false;
+}
+
+
+/* -E2BIG before anything is created: a request that some key's policy can
+ * never admit must not insert the keys before it (an error charges and
+ * makes nothing; the resolve loop checks again against a racing change). */
+int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sl_entry *e;
+        struct sl_policy *pol =
+            g[i].l->shm != NULL ? sl_shm_key_policy(&g[i]) : sl_key_policy(&g[i], &e);
+        if (cost > pol->min_cap)
+            return -E2BIG;
+    }
+    return 0;
+}
+
+
+/* The same key twice in one request is one key, charged once: keep the
+ * first of each (limiter, bytes), remembering its index in keys[]. */
+size_t sl_unique_keys(const struct sluice_key *keys, size_t n, struct sl_target *g,
+                      unsigned *orig)
+{
+    size_t m = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < m && !dup; k++)
+            dup = g[k].l == keys[i].limiter && g[k].len == keys[i].len &&
+                  (keys[i].len == 0 || memcmp(g[k].key, keys[i].key, keys[i].len) == 0);
+        if (dup)
+            continue;
+        sl_target_init(&g[m], keys[i].limiter, keys[i].key, keys[i].len);
+        orig[m++] = (unsigned)i;
+    }
+    return m;
+}
