@@ -1,4 +1,5 @@
 /* Error texts and the version. */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -30,7 +31,7 @@ const char *sluice_strerror(int rc)
     case -ENOSYS:
         return "not implemented";
     default:
-        return rc < 0 ? strerror(-rc) : "unknown result";
+        return rc < 0 && rc != INT_MIN ? strerror(-rc) : "unknown result";
     }
 }
 

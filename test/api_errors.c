@@ -1,4 +1,5 @@
 /* Every error path of the API returns its errno and charges nothing. */
+#include <limits.h>
 #include <stdint.h>
 
 #include "helpers.h"
@@ -123,6 +124,9 @@ static void test_strings(void)
     CHECK(strstr(sluice_strerror(-ENAMETOOLONG), "max_key_len") != NULL);
     CHECK(strstr(sluice_strerror(-E2BIG), "cost") != NULL);
     CHECK(sluice_strerror(-EPERM) != NULL);
+    /* no errno is INT_MIN, and its negation is undefined (UBSan) */
+    CHECK(strcmp(sluice_strerror(INT_MIN), "unknown result") == 0);
+    CHECK(strcmp(sluice_strerror(7), "unknown result") == 0);
     CHECK(sluice_strerror(12345) != NULL);
     CHECK(strcmp(sluice_version(), "2.0.0") == 0);
     CHECK_EQ(SLUICE_VERSION_MAJOR, 2);
