@@ -294,7 +294,8 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  * limit of the key's policy if and only if all of them admit it.
  * A new key is created (SLUICE_F_NEW_KEY); past max_keys it is decided by
  * when_full (SLUICE_F_FULL) after an attempt to reap idle keys.
- * cost 0 charges nothing and reports the key's state (creating nothing).
+ * cost 0 charges nothing, creates nothing and returns SLUICE_ALLOW, with
+ * res telling the key's state (its remaining may be 0).
  * res may be NULL; when given it is filled for every ALLOW/DENY.
  * Returns SLUICE_ALLOW, SLUICE_DENY, or, charging nothing:
  *   -EINVAL       l NULL, or key NULL with len > 0;
@@ -306,7 +307,11 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  * is one CAS per limit (a short per-key write section for SLIDING_LOG).
  * Times earlier than the key's latest admission are decided as at that
  * time, so stale or backward clocks never admit more (times are compared
- * modulo 2^64: the clock may wrap).
+ * modulo 2^64).  GCRA alone reads a key correctly across the clock's wrap
+ * at 2^64 ns; the windowed algorithms number windows from time 0 and the
+ * log keeps absolute stamps, so a key they kept from before a wrap reads
+ * as full after it, until reaped or reset (fail closed).  No clock sluice
+ * reads comes near 2^64 ns (584 years); a caller's own times may.
  */
 SLUICE_API int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                                  uint64_t now_ns, struct sluice_result *res);
@@ -385,7 +390,10 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * raising it again admits nothing extra.  Where several old limits share the
  * new limit's algorithm and period, it keeps the spent capacity of all of
  * them (the latest TAT; per window, the larger count; per unit of a log,
- * the later stamp).  Keys migrate lazily on their next request.  Requests
+ * the later stamp).  Keys migrate lazily on their next request, with the
+ * result of stepping through every policy set meanwhile: a limit that some
+ * policy in between lacked starts fresh, whether a call met the key then
+ * or not (a peek included).  Requests
  * costing more than the new policy admits get -E2BIG from then on.
  * On a shared limiter (sluice_open_shared) the change reaches every
  * process, and every key has moved to it when the call returns.

@@ -112,7 +112,14 @@ int sluice_set_policy(sluice_t *l, const struct sluice_policy *p)
     /* In a section: the old policy may be retired here (its last reference),
      * and ck wants that inside the section that unpublished it. */
     sl_epoch_begin(t);
-    old = atomic_exchange_explicit(&l->policy, pol, memory_order_acq_rel);
+    /* numbered after the default it replaces, so a racing set_policy makes
+     * it number again (acq_rel: the compiled policy is visible to whoever
+     * sees it, and the one replaced is read whole) */
+    old = atomic_load_explicit(&l->policy, memory_order_acquire);
+    do
+        sl_policy_follow(pol, old);
+    while (!atomic_compare_exchange_weak_explicit(&l->policy, &old, pol, memory_order_acq_rel,
+                                                  memory_order_acquire));
     sl_policy_unref(old);
     sl_epoch_end(t);
     return 0;

@@ -385,6 +385,11 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
     }
     if (rc == -EAGAIN)
         rc = sl_decide_resolving(t, g, n, cost, now, charge, res, &flags);
+    /* Cost 0 asks for nothing, so nothing is refused, even where a lowered
+     * limit leaves a key more spent than its new count: res still tells
+     * the state as it is. */
+    if (cost == 0 && rc == SL_NO)
+        rc = SL_OK;
     if (rc >= 0 && res != NULL)
         sl_result_finish(res, rc, flags);
     if (rc >= 0 && charge) {

@@ -96,12 +96,19 @@ struct sl_lim {
     uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
     unsigned cbits, ibits, ishift;
     uint64_t cmask, imask;
+    /* A private limiter's default policies: the generation since which
+     * every default has had a limit of this algorithm and period (policy.c,
+     * sl_policy_follow); 0 elsewhere. */
+    uint64_t since;
 };
 
 struct sl_policy {
     _Atomic uint64_t refs;      /* the limiter's current-policy slot and each entry */
     ck_epoch_entry_t retire;
     bool is_override;
+    /* A private limiter's defaults: 1 for the first, +1 per set_policy; 0
+     * for overrides and shared limiters' policies (migrated eagerly). */
+    uint64_t gen;
     uint64_t shm_ref;           /* shared limiters: the entry tag it was compiled for */
     unsigned nlimits;
     uint32_t nwords;            /* state words of an entry under this policy */
@@ -121,9 +128,12 @@ void sl_policy_unref_n(struct sl_policy *p, uint64_t n);
 void sl_policy_discard(struct sl_policy *p);
 /* The policy's reserved words are zero (else -EINVAL: see sluice.h). */
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
+/* Number `p` as the default after `prev` (NULL: the first); unpublished. */
+void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state exactly (never
- * refilled, even when the count was lowered), others start fresh. */
+ * refilled, even when the count was lowered), others start fresh; between
+ * two defaults, only if every default in between had that limit too. */
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
                      sl_aword *to_w, uint64_t now);
 

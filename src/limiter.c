@@ -36,6 +36,7 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
     rc = sl_policy_new(&cfg->policy, false, &pol);
     if (rc < 0)
         return rc;
+    sl_policy_follow(pol, NULL);
     atomic_init(&acct, 0);
     l = sl_alloc_aligned(&acct, sizeof(*l));
     if (l == NULL) {

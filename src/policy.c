@@ -135,6 +135,36 @@ void sl_policy_unref_n(struct sl_policy *p, uint64_t n)
      * the only safe choice, a reader may still hold it. */
 }
 
+/*
+ * Keys of a private limiter migrate lazily: an entry under an old default
+ * goes straight to the one in force when a call next meets it, skipping
+ * those in between.  A serial order would have carried it through each, and
+ * a limit whose algorithm and period some default in between lacked would
+ * have started fresh there.  So each limit remembers the generation since
+ * which every default has had its kind (since), and a carry from generation
+ * g needs since <= g: the same as stepping through every generation, and
+ * the same whenever the migration happens (a peek's included).
+ */
+void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev)
+{
+    p->gen = prev != NULL ? prev->gen + 1 : 1;
+    for (unsigned i = 0; i < p->nlimits; i++) {
+        struct sl_lim *l = &p->lim[i];
+        l->since = p->gen;
+        for (unsigned j = 0; prev != NULL && j < prev->nlimits; j++)
+            if (prev->lim[j].def.algo == l->def.algo &&
+                prev->lim[j].def.period_ns == l->def.period_ns)
+                l->since = prev->lim[j].since;
+    }
+}
+
+/* `to`'s limit tl may take state from a key under `from` (see above). */
+static bool sl_policy_lineage(const struct sl_policy *from, const struct sl_lim *tl,
+                              const struct sl_policy *to)
+{
+    return from->gen == 0 || to->gen == 0 || tl->since <= from->gen;
+}
+
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
                      sl_aword *to_w, uint64_t now)
 {
@@ -147,7 +177,8 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
         const struct sl_lim *tl = &to->lim[i];
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
-            if (fl->def.algo == tl->def.algo && fl->def.period_ns == tl->def.period_ns)
+            if (fl->def.algo == tl->def.algo && fl->def.period_ns == tl->def.period_ns &&
+                sl_policy_lineage(from, tl, to))
                 tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
         }
     }

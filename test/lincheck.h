@@ -83,11 +83,15 @@ struct lc_key {
     int64_t ovr;    /* override policy id, -1 none */
     int64_t pol;    /* policy id the state is laid out for (-1: fresh, any) */
     int64_t last;   /* the latest admission's time: an earlier call is decided at it */
+    int64_t gen;    /* the default's generation pol was in force at; 0: an override's */
 };
 
 struct lc_state {
     struct lc_key k[LC_KEYS];
     int64_t def[LC_LIMITERS];
+    /* generations of defaults (1, +1 per set_policy), and since which one
+     * every default has had each of the current default's limits' kinds */
+    int64_t gen[LC_LIMITERS], since[LC_LIMITERS][2];
     int64_t floor[LC_LIMITERS]; /* the latest time keys were reaped at: new keys start there */
     int64_t reaped[LC_THREADS]; /* keys removed so far by the thread's split reap */
 };
@@ -278,17 +282,27 @@ static inline void lc_lim_merge(const struct sluice_limit *d, struct lc_lim *a,
 /* Lazy migration, as the library does it on a key's next call: each limit
  * of `to` keeps the state of every limit of the same algorithm and period
  * in the key's layout (the most spent of them, lc_lim_merge); the others
- * start fresh. */
-static inline void lc_migrate(const struct lc_world *w, struct lc_key *k, int to)
+ * start fresh.  From one default to another, only a limit whose kind every
+ * default in between had (since, as the serial steps would): is_default
+ * says `to` is the key's limiter's default in force, not an override. */
+static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int key, int to,
+                              int is_default)
 {
+    struct lc_key *k = &s->k[key];
+    int lim = w->key_lim[key];
+    int64_t to_gen = is_default ? s->gen[lim] : 0;
     struct lc_lim out[2];
 
-    if (k->pol == to)
+    if (k->pol == to && (to_gen == 0 || k->gen == 0 || k->gen == to_gen)) {
+        k->gen = to_gen;
         return;
+    }
     memset(out, 0, sizeof(out));
     for (unsigned i = 0; k->pol >= 0 && i < w->pol[to].nlimits; i++) {
         const struct sluice_limit *tl = &w->pol[to].limits[i];
         int first = 1;
+        if (to_gen != 0 && k->gen != 0 && s->since[lim][i] > k->gen)
+            continue; /* some default in between lacked this kind: fresh */
         for (unsigned j = 0; j < w->pol[k->pol].nlimits; j++) {
             const struct sluice_limit *fl = &w->pol[k->pol].limits[j];
             struct lc_lim c;
@@ -316,6 +330,33 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_key *k, int to
     }
     memcpy(k->lim, out, sizeof(out));
     k->pol = to;
+    k->gen = to_gen;
+}
+
+/* set_policy: the next generation, each limit's kind followed from the
+ * default it replaces (the library's sl_policy_follow). */
+static inline void lc_set_default(const struct lc_world *w, struct lc_state *s, int lim, int pol)
+{
+    const struct sluice_policy *prev = &w->pol[s->def[lim]], *p = &w->pol[pol];
+    int64_t since[2] = {0, 0};
+
+    s->gen[lim]++;
+    for (unsigned i = 0; i < p->nlimits; i++) {
+        since[i] = s->gen[lim];
+        for (unsigned j = 0; j < prev->nlimits; j++)
+            if (prev->limits[j].algo == p->limits[i].algo &&
+                prev->limits[j].period_ns == p->limits[i].period_ns)
+                since[i] = s->since[lim][j];
+    }
+    memcpy(s->since[lim], since, sizeof(since));
+    s->def[lim] = pol;
+}
+
+/* A key laid out afresh for its policy in force. */
+static inline void lc_layout(const struct lc_world *w, struct lc_state *s, int key, int pol)
+{
+    s->k[key].pol = pol;
+    s->k[key].gen = s->k[key].ovr >= 0 ? 0 : s->gen[w->key_lim[key]];
 }
 
 static inline int lc_want(const struct lc_world *w, const struct lc_state *s, int key)
@@ -429,12 +470,12 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         return 0;
     switch (op->kind) {
     case LC_SETPOL:
-        s->def[op->lim] = op->pid;
+        lc_set_default(w, s, op->lim, op->pid);
         lc_model_rc = 0;
         return op->rc == 0;
     case LC_OVSET:
         lc_create(w, s, op->key);
-        lc_migrate(w, &s->k[op->key], op->pid);
+        lc_migrate(w, s, op->key, op->pid, 0);
         s->k[op->key].ovr = op->pid;
         lc_model_rc = 0;
         return op->rc == 0;
@@ -443,7 +484,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         if (s->k[op->key].exists == 0 || s->k[op->key].ovr < 0)
             return op->rc == -ENOENT;
         s->k[op->key].ovr = -1;
-        lc_migrate(w, &s->k[op->key], lc_want(w, s, op->key));
+        lc_migrate(w, s, op->key, lc_want(w, s, op->key), 1);
         lc_model_rc = 0;
         return op->rc == 0;
     case LC_RESET:
@@ -459,7 +500,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
         if (branch == 1)
             s->k[op->key].last = 0;
-        s->k[op->key].pol = lc_want(w, s, op->key);
+        lc_layout(w, s, op->key, lc_want(w, s, op->key));
         s->k[op->key].exists = 1;
         return op->rc == 0;
     case LC_RESOLVE: {
@@ -474,10 +515,10 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         if (k->exists == 0 && op->pid != LC_PEEK) {
             lc_create(w, s, op->key);
             if (k->pol < 0)
-                k->pol = want; /* fresh in any layout */
+                lc_layout(w, s, op->key, want); /* fresh in any layout */
         }
         if (k->exists != 0 && k->pol >= 0)
-            lc_migrate(w, k, want);
+            lc_migrate(w, s, op->key, want, k->ovr < 0);
         return branch == 1;
     }
     case LC_REAPKEY:
@@ -521,7 +562,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         for (int k = 0; k < w->nkeys; k++) {
             long long c = 0;
             lc_create(w, s, k);
-            lc_migrate(w, &s->k[k], lc_want(w, s, k));
+            lc_migrate(w, s, k, lc_want(w, s, k), s->k[k].ovr < 0);
             while (c < 255 && lc_key_fits(w, &s->k[k], op->now, 1)) {
                 lc_key_charge(w, &s->k[k], op->now, 1, 3, 1);
                 c++;
@@ -562,14 +603,14 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         want = lc_want(w, s, keys[i]);
         if (op->kind == LC_PEEK && k->exists == 0) {
             if (k->pol < 0)
-                k->pol = want; /* never created: fresh in any layout */
+                lc_layout(w, s, keys[i], want); /* never created: fresh in any layout */
             else
-                lc_migrate(w, k, want);
+                lc_migrate(w, s, keys[i], want, k->ovr < 0);
             continue;
         }
         if (op->kind != LC_PEEK)
             lc_create(w, s, keys[i]);
-        lc_migrate(w, k, want);
+        lc_migrate(w, s, keys[i], want, k->ovr < 0);
         pairs += w->pol[want].nlimits;
     }
     rc = SLUICE_ALLOW;
@@ -686,8 +727,11 @@ static inline void lc_initial(const struct lc_world *w, struct lc_state *s)
         s->k[k].ovr = -1;
         s->k[k].pol = -1;
     }
-    for (int l = 0; l < LC_LIMITERS; l++)
+    for (int l = 0; l < LC_LIMITERS; l++) {
         s->def[l] = l < w->nlimiters ? l : 0;
+        s->gen[l] = 1;
+        s->since[l][0] = s->since[l][1] = 1;
+    }
 }
 
 /* Is there a legal order?  1 yes, 0 no, -1 search budget exhausted. */

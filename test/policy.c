@@ -129,11 +129,77 @@ static void test_reset(void)
     sluice_destroy(l);
 }
 
+/* Cost 0 asks for nothing: ALLOW, even on a key more spent than a lowered
+ * count, for acquire, peek and acquire_all alike, with retry_after 0. */
+static void test_cost_zero(void)
+{
+    for (int a = SLUICE_GCRA; a <= SLUICE_APPROX_SLIDING; a++) {
+        sluice_t *l = t_limiter1((enum sluice_algo)a, 5, NS_PER_S, 0, 0);
+        struct sluice_policy low = one((enum sluice_algo)a, 2, NS_PER_S);
+        struct sluice_key k = {.limiter = l, .key = "k", .len = 1};
+        struct sluice_result r;
+
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 5, 10, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_set_policy(l, &low), 0);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 11, NULL), SLUICE_DENY);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 0, 11, &r), SLUICE_ALLOW);
+        CHECK_U64(r.retry_after_ns, 0);
+        CHECK_U64(r.remaining, 0);
+        CHECK_EQ(sluice_peek_at(l, "k", 1, 0, 11, &r), SLUICE_ALLOW);
+        CHECK_U64(r.retry_after_ns, 0);
+        CHECK_EQ(sluice_acquire_all(&k, 1, 0, 11, &r), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 11, NULL), SLUICE_DENY); /* nothing changed */
+        sluice_destroy(l);
+    }
+}
+
+/*
+ * A key keeps a limit's state only while every default in between had
+ * that limit's algorithm and period: A, then B without it, then A again
+ * starts it fresh, whether or not any call met the key under B (a peek
+ * there, an acquire of another key), as stepping through each policy
+ * would.  Through A, A' (same kind, other count), A it is kept.
+ */
+static void test_lineage(void)
+{
+    for (int a = SLUICE_GCRA; a <= SLUICE_APPROX_SLIDING; a++) {
+        enum sluice_algo other = a == SLUICE_GCRA ? SLUICE_FIXED_WINDOW : SLUICE_GCRA;
+        for (int touch = 0; touch < 2; touch++) {
+            sluice_t *l = t_limiter1((enum sluice_algo)a, 5, NS_PER_S, 0, 0);
+            struct sluice_policy pa = one((enum sluice_algo)a, 5, NS_PER_S);
+            struct sluice_policy pb = one(other, 5, NS_PER_S);
+            struct sluice_policy pa2 = one((enum sluice_algo)a, 7, NS_PER_S);
+            struct sluice_policy both = pb;
+
+            sluice_policy_add(&both, (enum sluice_algo)a, 5, NS_PER_S);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 5, 10, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_set_policy(l, &pb), 0);
+            if (touch)
+                CHECK_EQ(sluice_peek_at(l, "k", 1, 1, 20, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_set_policy(l, &pa), 0);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 5, 30, NULL), SLUICE_ALLOW);
+            /* kept through a default of the same kind, met or not */
+            CHECK_EQ(sluice_set_policy(l, &pa2), 0);
+            if (touch)
+                CHECK(sluice_peek_at(l, "k", 1, 2, 40, NULL) >= 0);
+            CHECK_EQ(sluice_set_policy(l, &pa), 0);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 50, NULL), SLUICE_DENY);
+            /* and through a stacked default that keeps it beside another */
+            CHECK_EQ(sluice_set_policy(l, &both), 0);
+            CHECK_EQ(sluice_set_policy(l, &pa), 0);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 60, NULL), SLUICE_DENY);
+            sluice_destroy(l);
+        }
+    }
+}
+
 int main(void)
 {
     test_set_policy();
     test_override();
     test_override_full();
     test_reset();
+    test_cost_zero();
+    test_lineage();
     return t_done("policy");
 }
