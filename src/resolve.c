@@ -122,21 +122,23 @@ int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 
 
 /* The same key twice in one request is one key, charged once: keep the
- * first of each (limiter, bytes), remembering its index in keys[]. */
+ * first of each (limiter, bytes), remembering its index in keys[].  Each
+ * key is hashed first, so distinct keys differ by hash and only a repeat
+ * (or a collision) compares bytes. */
 size_t sl_unique_keys(const struct sluice_key *keys, size_t n, struct sl_target *g,
                       unsigned *orig)
 {
     size_t m = 0;
 
     for (size_t i = 0; i < n; i++) {
+        struct sl_target *c = &g[m];
         bool dup = false;
+        sl_target_init(c, keys[i].limiter, keys[i].key, keys[i].len);
         for (size_t k = 0; k < m && !dup; k++)
-            dup = g[k].l == keys[i].limiter && g[k].len == keys[i].len &&
-                  (keys[i].len == 0 || memcmp(g[k].key, keys[i].key, keys[i].len) == 0);
-        if (dup)
-            continue;
-        sl_target_init(&g[m], keys[i].limiter, keys[i].key, keys[i].len);
-        orig[m++] = (unsigned)i;
+            dup = g[k].h == c->h && g[k].l == c->l && g[k].len == c->len &&
+                  (c->len == 0 || memcmp(g[k].key, c->key, c->len) == 0);
+        if (!dup)
+            orig[m++] = (unsigned)i;
     }
     return m;
 }
