@@ -61,7 +61,11 @@ enum sluice_algo {
      * (about 39 days), else -EINVAL.  A key's state is read correctly from
      * times up to 2^50 ns (about 13 days) behind its latest admission and
      * up to 2^(62 - b) ns ahead, b = bits of q - 1: at least 2^52 ns
-     * (52 days), 2^62 ns (146 years) when period/count is whole ns. */
+     * (52 days), 2^62 ns (146 years) when period/count is whole ns.
+     * Beyond these ranges (and the windowed ones below) a key's state can
+     * read as spent (fail closed) although it is fresh: a process that runs
+     * longer than the range should reap (reap_interval_ns > 0), which
+     * removes every key once its state is fresh, long before. */
     SLUICE_GCRA = 0,
     /* One counter per window [k*period, (k+1)*period).  One word per limit.
      * Admits up to 2*count units across a window boundary.  count must fit
