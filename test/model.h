@@ -50,11 +50,45 @@ static inline uint64_t m_units(const struct m_limit_state *s, uint64_t lo, uint6
     return sum;
 }
 
+/*
+ * The times whose admitted units count against a window limit at t: one
+ * span [lo, hi] for fixed, sliding window and log, and for the approximate
+ * window the current window (lo, hi) and the previous one (plo, phi; empty,
+ * plo > phi, in window 0).  Shared with the linearizability model.
+ */
+static inline void m_window_spans(const struct sluice_limit *d, uint64_t t, uint64_t *lo,
+                                  uint64_t *hi, uint64_t *plo, uint64_t *phi)
+{
+    uint64_t P = d->period_ns;
+
+    *plo = 1;
+    *phi = 0;
+    switch (d->algo) {
+    case SLUICE_SLIDING_WINDOW: {
+        uint64_t w = m_precision(d), nb = (P + w - 1) / w, cur = t / w;
+        *lo = (cur >= nb - 1 ? cur - (nb - 1) : 0) * w;
+        *hi = (cur + 1) * w - 1;
+        return;
+    }
+    case SLUICE_SLIDING_LOG:
+        *lo = t >= P ? t - P + 1 : 0;
+        *hi = t;
+        return;
+    default: /* fixed and approximate: the current window */
+        *lo = t / P * P;
+        *hi = *lo + P - 1;
+        if (d->algo == SLUICE_APPROX_SLIDING && t / P != 0) {
+            *plo = *lo - P;
+            *phi = *lo - 1;
+        }
+    }
+}
+
 /* Would cost fit at now?  *remaining: units left after the charge (if it fits). */
 static inline int m_fits(const struct sluice_limit *d, const struct m_limit_state *s, uint64_t now,
                          uint64_t cost, uint64_t *remaining)
 {
-    uint64_t c = d->count, P = d->period_ns, used;
+    uint64_t c = d->count, P = d->period_ns, used, lo, hi, plo, phi;
 
     switch (d->algo) {
     case SLUICE_GCRA: {
@@ -65,24 +99,17 @@ static inline int m_fits(const struct sluice_limit *d, const struct m_limit_stat
         *remaining = (uint64_t)((tau - need) / P);
         return 1;
     }
-    case SLUICE_FIXED_WINDOW: {
-        uint64_t start = now / P * P;
-        used = m_units(s, start, start + P - 1);
-        break;
-    }
-    case SLUICE_SLIDING_WINDOW: {
-        uint64_t w = m_precision(d), nb = (P + w - 1) / w, cur = now / w;
-        uint64_t first = cur >= nb - 1 ? cur - (nb - 1) : 0;
-        used = m_units(s, first * w, (cur + 1) * w - 1);
-        break;
-    }
+    case SLUICE_FIXED_WINDOW:
+    case SLUICE_SLIDING_WINDOW:
     case SLUICE_SLIDING_LOG:
-        used = m_units(s, now >= P ? now - P + 1 : 0, now);
+        m_window_spans(d, now, &lo, &hi, &plo, &phi);
+        used = m_units(s, lo, hi);
         break;
     case SLUICE_APPROX_SLIDING: {
-        uint64_t idx = now / P, e = now % P;
-        uint64_t cur = m_units(s, idx * P, idx * P + P - 1);
-        uint64_t prev = idx ? m_units(s, (idx - 1) * P, idx * P - 1) : 0;
+        uint64_t e = now % P, cur, prev;
+        m_window_spans(d, now, &lo, &hi, &plo, &phi);
+        cur = m_units(s, lo, hi);
+        prev = m_units(s, plo, phi);
         m_u128 room = (m_u128)c * P, take = (m_u128)prev * (P - e) + (m_u128)(cur + cost) * P;
         if (take > room)
             return 0;
