@@ -103,11 +103,7 @@ static inline uint64_t lc_cap(const struct sluice_policy *p)
 
 static inline uint64_t lc_units(const struct lc_lim *s, uint64_t lo, uint64_t hi)
 {
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < s->n; i++)
-        if (s->ev[i].t >= lo && s->ev[i].t <= hi)
-            sum += s->ev[i].units;
-    return sum;
+    return m_events_units(s->ev, s->n, lo, hi);
 }
 
 /* The time a limit decides `now` at: a time before the stored window (or

@@ -40,14 +40,20 @@ static inline uint64_t m_precision(const struct sluice_limit *d)
     return p > d->period_ns ? d->period_ns : p;
 }
 
-/* Units of events with t in [lo, hi]. */
-static inline uint64_t m_units(const struct m_limit_state *s, uint64_t lo, uint64_t hi)
+/* Units of the n events ev[] with t in [lo, hi]. */
+static inline uint64_t m_events_units(const struct m_event *ev, uint64_t n, uint64_t lo,
+                                      uint64_t hi)
 {
     uint64_t sum = 0;
-    for (unsigned i = 0; i < s->n; i++)
-        if (s->ev[i].t >= lo && s->ev[i].t <= hi)
-            sum += s->ev[i].units;
+    for (uint64_t i = 0; i < n; i++)
+        if (ev[i].t >= lo && ev[i].t <= hi)
+            sum += ev[i].units;
     return sum;
+}
+
+static inline uint64_t m_units(const struct m_limit_state *s, uint64_t lo, uint64_t hi)
+{
+    return m_events_units(s->ev, s->n, lo, hi);
 }
 
 /*
