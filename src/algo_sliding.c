@@ -83,13 +83,21 @@ static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behin
     return behind ? sl_max64(sum, lim->def.count) : sum;
 }
 
-/* Raise ring slot of index j to hold at least `units`. */
+/*
+ * Raise ring slot of absolute index j to hold at least `units`.  A slot
+ * with no units is empty whatever index it names: a never-written slot
+ * reads as index 0, which is newer than j by signed distance whenever j
+ * mod 2^ibits is in the upper half of the range, and would keep j out for
+ * good.  Overwriting an empty slot loses nothing; an index newer than j in
+ * it is at least nb sub-buckets newer, so j is outside every window that
+ * could still read that slot as j.
+ */
 static void sliding_archive(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
 {
     sl_aword *slot = &w[1 + j % lim->nb];
     uint64_t v = sl_load_acq(slot), want = sl_word_make(lim, j, units);
 
-    while (sl_index_diff(lim, j, sl_word_index(lim, v)) > 0 ||
+    while ((v & lim->cmask) == 0 || sl_index_diff(lim, j, sl_word_index(lim, v)) > 0 ||
            (sl_word_index(lim, v) == (j & lim->imask) && (v & lim->cmask) < units)) {
         if (sl_cas_acqrel(slot, &v, want))
             return;
@@ -198,12 +206,15 @@ static bool sliding_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, 
  * fully spent).  The window is the one ending at the stored head, or at now
  * if later, so a `now` read behind the head loses nothing.
  */
-/* Raise the private words w so sub-bucket j holds at least `units`: as the
- * head if it is the newest (the old head archived), else in its ring slot. */
+/* Raise the private words w so sub-bucket j (absolute) holds at least
+ * `units`: as the head if it is the newest (the old head archived, at its
+ * absolute index: the ring slot is index mod nb, and nb need not divide
+ * 2^ibits), else in its ring slot. */
 static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
 {
-    uint64_t h = sl_load_rlx(&w[0]), hj = sl_word_index(lim, h);
-    int64_t d = sl_index_diff(lim, j, hj);
+    uint64_t h = sl_load_rlx(&w[0]);
+    int64_t d = sl_index_diff(lim, j, sl_word_index(lim, h));
+    uint64_t hj = j - (uint64_t)d;
 
     if (units == 0)
         return;
@@ -225,11 +236,14 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
     bool behind; /* carried as it is: the old entry's state, not a decision */
 
     if (from->width == to->width) {
-        /* same layout: every sub-bucket as it is (kept where tw has more) */
+        /* same layout: every sub-bucket as it is (kept where tw has more),
+         * at its absolute index, read from the key's latest admission */
+        uint64_t ref = now / to->width;
         SL_ASSERT(from->nb == to->nb && from->ishift == to->ishift);
         for (uint64_t i = 0; i <= to->nb; i++) {
             uint64_t v = i == 0 ? h : sl_load_acq(&fw[i]);
-            sliding_raise(to, tw, sl_word_index(to, v), v & to->cmask);
+            uint64_t j = ref - (uint64_t)sl_index_diff(to, ref, sl_word_index(to, v));
+            sliding_raise(to, tw, j, v & to->cmask);
         }
         return;
     }

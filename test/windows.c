@@ -147,6 +147,51 @@ static void test_windows_time_backwards(void)
     }
 }
 
+/*
+ * The sliding window's ring at every magnitude of time.  Indexes are kept
+ * modulo 2^ibits and ring slots are index mod nb, with nb (10 or 3 here)
+ * not dividing 2^ibits: a key first used where the index is in the upper
+ * half of that range must still archive its head (an empty slot reads as
+ * index 0), and a policy change or override must put each sub-bucket back
+ * in the slot its absolute index names.  Both once let a key admit far
+ * past its count; times reach 3.4e18 ns.
+ */
+static void test_sliding_every_magnitude(void)
+{
+    const uint64_t precisions[] = {NS_PER_S / 10, NS_PER_S / 3};
+
+    for (unsigned pi = 0; pi < 2; pi++) {
+        uint64_t w = precisions[pi];
+        for (int k = 20; k < 36; k++) {
+            uint64_t t = ((UINT64_C(1) << k) + 5) * w;
+            sluice_t *l = t_limiter1(SLUICE_SLIDING_WINDOW, 2, NS_PER_S, 0, w);
+            struct sluice_policy p2 = {0}, p3 = {0};
+            sluice_policy_add(&p2, SLUICE_SLIDING_WINDOW, 2, NS_PER_S);
+            sluice_policy_add(&p3, SLUICE_SLIDING_WINDOW, 3, NS_PER_S);
+            p2.limits[0].precision_ns = p3.limits[0].precision_ns = w;
+            /* a new key: 1 now, 1 a sub-bucket later, then the window is full */
+            CHECK_EQ(fill(l, "a", t), 2);
+            CHECK_EQ(sluice_reset(l, "a", 1), 0);
+            CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, t + w, NULL), SLUICE_ALLOW);
+            CHECK_EQ(fill(l, "a", t + 2 * w), 1);
+            /* spent across two sub-buckets, then the policy changes and back */
+            CHECK_EQ(sluice_acquire_at(l, "b", 1, 1, t, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_acquire_at(l, "b", 1, 1, t + w, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_set_policy(l, &p3), 0);
+            CHECK_EQ(sluice_set_policy(l, &p2), 0);
+            CHECK_EQ(fill(l, "b", t + w), 0);
+            /* and through an override set and cleared */
+            CHECK_EQ(sluice_acquire_at(l, "c", 1, 1, t, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_acquire_at(l, "c", 1, 1, t + w, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_override_set(l, "c", 1, &p3), 0);
+            CHECK_EQ(fill(l, "c", t + w), 1);
+            CHECK_EQ(sluice_override_clear(l, "c", 1), 0);
+            CHECK_EQ(fill(l, "c", t + w), 0);
+            sluice_destroy(l);
+        }
+    }
+}
+
 int main(void)
 {
     test_fixed_boundary();
@@ -156,5 +201,6 @@ int main(void)
     test_approx_formula();
     test_approx_error_bound();
     test_windows_time_backwards();
+    test_sliding_every_magnitude();
     return t_done("windows");
 }
