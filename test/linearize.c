@@ -207,11 +207,16 @@ static const unsigned weights[S_NSHAPES][8] = {
 
 static void gen_history(uint64_t seed, enum shape sh)
 {
+    /* half the histories at any magnitude up to 2^62 ns: windows and rings
+     * index time modulo a range, and a bug may live in its upper half */
     uint64_t r = seed, T0 = 1000 * NS_PER_S + rnd(&r, NS_PER_S), times[4] = {0};
     static const uint64_t offs[] = {0, NS_PER_S / 4, 3 * NS_PER_S / 5, NS_PER_S, 3 * NS_PER_S / 2};
     int ntimes = 1, advancing = sh == S_RANDOM || sh == S_REAP ? (int)rnd(&r, 2) : (int)(rnd(&r, 4) == 0);
     struct lc_world *w = &H.w;
     uint64_t race_cost = 0;
+
+    if (rnd(&r, 2) == 0)
+        T0 += rnd(&r, UINT64_C(1) << 62);
 
     memset(w, 0, sizeof(*w));
     w->nlimiters = 1 + (int)rnd(&r, 2);
