@@ -251,8 +251,13 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * and sluice_override_set as well.  At most 1024 processes
  * attach at once (a dead process's place is taken back; a forked child,
  * which takes its own place on its first call, waits for one).  All processes
- * must share a pid namespace (dead ones are found by pid), and a stopped
- * (not dead) process inside a call delays the reuse of removed keys' memory.
+ * must share a pid namespace (dead ones are found by pid).  A stopped (not
+ * dead: SIGSTOP, a debugger) process inside a call delays the reuse of
+ * removed keys' memory, and, if it stopped holding a shard's lock, the calls
+ * of other processes that need that lock (a new key of that shard, a reset,
+ * sluice_set_policy, sluice_reap, overrides) until it resumes or dies:
+ * taking the lock from a live holder could corrupt what it is writing.
+ * Decisions on existing keys never wait for it.
  * Returns 0 and sets *out, or:
  *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
  *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,
