@@ -261,7 +261,8 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * Returns 0 and sets *out, or:
  *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
  *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,
- *            max_keys or max_key_len differ from the creation's;
+ *            max_keys or max_key_len differ from the creation's, or path
+ *            is a dangling symbolic link (never created through);
  *   -EPROTO  not a sluice file, another layout version, truncated, corrupt;
  *   -EACCES  no permission;
  *   -ENOMEM  out of memory, no space for the file, or 1024 processes attached;
@@ -407,7 +408,11 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * On a shared limiter (sluice_open_shared) the change reaches every
  * process, and every key has moved to it when the call returns.
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
- * -ENOMEM.
+ * -ENOMEM.  On a shared limiter also -ENOMEM when keys found no free entry
+ * to move to for about a second, and -EPROTO when the file is corrupt; the
+ * new policy may then be in force already: keys still under the old one
+ * move when next used, and the next sluice_set_policy finishes the move
+ * before it changes anything.
  */
 SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
 

@@ -4,6 +4,7 @@
  * administration of single keys: resets and overrides.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "shm.h"
 
@@ -61,9 +62,10 @@ size_t sl_shm_reap(struct sluice *l, uint64_t now)
     return removed;
 }
 
-/* Move every entry of a locked shard to generation gen (set_policy). */
-static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
-                                 uint64_t now)
+/* Move every entry of a locked shard to generation gen (set_policy): 0,
+ * or the error of the first entry that could not move now. */
+static int sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct sl_policy *to,
+                                uint64_t now)
 {
     struct sl_shm *m = l->shm;
     sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
@@ -78,34 +80,59 @@ static bool sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struc
         /* -ENOMEM: no free entry now; -EAGAIN: frozen by a writer that
          * died (thawed once we unlock): both, unlock and come back, never
          * leaving an entry behind (the next change overwrites its policy) */
-        if (sl_shm_swap(l, &a[i], e, from, to, true, now) != 0)
-            return false;
+        int rc = sl_shm_swap(l, &a[i], e, from, to, true, now);
+        if (rc != 0)
+            return rc;
     }
-    return true;
+    return 0;
 }
 
-static void sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
+/* How long one shard's move is retried: a free entry or a dead writer's
+ * repair comes within a few tries; an entry that stays frozen for 2 s is a
+ * corrupt file's (two slots naming one entry). */
+#define SL_MIGRATE_NS (UINT64_C(2) * 1000000000u)
+
+static uint64_t sl_mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* 0 once every key is under generation gen; else -ENOMEM (no free entry)
+ * or -EPROTO (an entry that never thaws), the move left for the next
+ * set_policy to finish and decisions to do key by key meanwhile. */
+static int sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
 {
     struct sl_shm *m = l->shm;
     struct sl_policy *to = sl_shm_policy(l, gen);
+    uint64_t since = 0; /* when the shard being moved first failed */
 
     if (to == NULL)
-        return;
+        return -ENOMEM; /* it could not be compiled */
     for (unsigned i = 0; i < l->nshards; i++) {
-        bool done;
+        int rc;
         sl_shm_lock(l, &m->shards[i]);
-        done = sl_shm_migrate_shard(l, &m->shards[i], to, now);
+        rc = sl_shm_migrate_shard(l, &m->shards[i], to, now);
         sl_shm_unlock(l, &m->shards[i]);
-        if (!done) {
-            /* Wait for grace periods holding no shard lock (sections may be
-             * waiting for it) and in no section: pol_lock only, which no
-             * section ever waits for. */
-            if (!sl_shm_advance(m, true))
-                sl_shm_nap(100);
-            i--;
+        if (rc == 0) {
+            since = 0;
+            continue;
         }
+        if (since == 0)
+            since = sl_mono_ns();
+        else if (sl_mono_ns() - since > SL_MIGRATE_NS)
+            return rc == -ENOMEM ? -ENOMEM : -EPROTO;
+        /* Wait for grace periods holding no shard lock (sections may be
+         * waiting for it) and in no section: pol_lock only, which no
+         * section ever waits for. */
+        if (!sl_shm_advance(m, true) || sl_mono_ns() - since > 1000000)
+            sl_shm_nap(100);
+        i--;
     }
     sl_store_rel(&m->hdr->migrated, gen);
+    return 0;
 }
 
 /*
@@ -126,13 +153,13 @@ int sl_shm_set_policy(struct sluice *l, const struct sluice_policy *p)
     (void)sl_shm_word_lock(l, &m->hdr->pol_lock, true); /* a dead holder's work is redone below */
     sl_epoch_begin(t);
     gen = sl_load_acq(&m->hdr->pol_gen);
-    if (sl_load_acq(&m->hdr->migrated) != gen)
-        sl_shm_migrate_all(l, gen, now);
-    rc = sl_shm_write_policy(l, gen + 1, p);
+    rc = sl_load_acq(&m->hdr->migrated) != gen ? sl_shm_migrate_all(l, gen, now) : 0;
+    if (rc == 0)
+        rc = sl_shm_write_policy(l, gen + 1, p);
     if (rc == 0) {
         sl_store_rel(&m->hdr->pol_gen, gen + 1);
         sl_shm_refresh(l);
-        sl_shm_migrate_all(l, gen + 1, now);
+        rc = sl_shm_migrate_all(l, gen + 1, now);
     }
     sl_epoch_end(t);
     sl_shm_word_unlock(&m->hdr->pol_lock);

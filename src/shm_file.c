@@ -377,8 +377,13 @@ int sluice_open_shared(const char *path, const struct sluice_config *cfg, unsign
             rc = fd < 0 ? -errno : 0;
         }
         if (excl || (rc == -ENOENT && create)) {
+            struct stat st;
             rc = sl_shm_create(path, cfg, &fd);
-            if (rc == -EEXIST && !excl)
+            /* lost the race to another creator: attach to its file; but a
+             * dangling symbolic link stays: never created through (as
+             * open(2) with O_CREAT | O_EXCL) */
+            if (rc == -EEXIST && !excl && !(lstat(path, &st) == 0 && S_ISLNK(st.st_mode) &&
+                                             stat(path, &st) != 0 && errno == ENOENT))
                 continue;
         }
         if (rc < 0)

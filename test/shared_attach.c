@@ -71,6 +71,18 @@ static void test_errors(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), -ENOENT);
     CHECK_EQ(sluice_unlink_shared(NULL), -EINVAL);
     CHECK(access(path, F_OK) != 0); /* nothing was made */
+    {
+        /* a dangling symbolic link is never created through (as open(2)
+         * with O_CREAT | O_EXCL): -EEXIST at once, not after 8 files made
+         * and thrown away; the link and its target stay as they were */
+        char target[300];
+        snprintf(target, sizeof(target), "%s.absent", path);
+        CHECK(symlink(target, path) == 0);
+        cfg_fixed(&cfg, 10);
+        CHECK_EQ(open_rc(path, &cfg, SLUICE_SHARED_CREATE), -EEXIST);
+        CHECK(access(target, F_OK) != 0);
+        CHECK_EQ(unlink(path), 0);
+    }
 }
 
 static void test_excl_race(const char *path)

@@ -210,6 +210,38 @@ static void test_dead_section(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * A corrupt file where two slots name one entry: moving every key to a new
+ * policy froze and retired the entry through the first slot, and retried
+ * the second (an entry that never thaws) for ever, holding the file's
+ * policy lock.  set_policy now gives up with -EPROTO in bounded time, and
+ * every later call on the file returns.
+ */
+static void test_corrupt_slots(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    struct sluice_policy lower = {0};
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    uint64_t h = sl_hash(&l->hkey, "a", 1), mask = m->nslots - 1, i;
+    struct sl_shm_shard *s = &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
+    sl_aword *slot = NULL, *a = sl_shm_array(m, s, atomic_load(&s->cur));
+
+    CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, T, NULL), SLUICE_ALLOW);
+    CHECK(sl_shm_lookup(m, s, h, "a", 1, &slot) != NULL);
+    for (i = (uint64_t)(slot - a + 1) & mask; atomic_load(&a[i]) != 0; i = (i + 1) & mask)
+        ;
+    atomic_store(&a[i], atomic_load(slot));
+    sluice_policy_add(&lower, SLUICE_FIXED_WINDOW, 5, S);
+    alarm(60);
+    CHECK_EQ(sluice_set_policy(l, &lower), -EPROTO);
+    CHECK_EQ(sluice_set_policy(l, &lower), -EPROTO); /* the move is still owed */
+    CHECK(sluice_acquire_at(l, "b", 1, 1, T, NULL) >= -EPROTO);
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 int main(void)
 {
     char path[256];
@@ -217,5 +249,6 @@ int main(void)
     t_shm_path(path, sizeof(path), "repair");
     test_dead_writer(path);
     test_dead_section(path);
+    test_corrupt_slots(path);
     return t_done("shared_repair");
 }
