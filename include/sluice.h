@@ -400,16 +400,20 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * raising it again admits nothing extra.  Where several old limits share the
  * new limit's algorithm and period, it keeps the spent capacity of all of
  * them (the latest TAT; per window, the larger count; per unit of a log,
- * the later stamp).  Keys migrate lazily on their next request, with the
- * result of stepping through every policy set meanwhile: a limit that some
- * policy in between lacked starts fresh, whether a call met the key then
- * or not (a peek included).  Requests
- * costing more than the new policy admits get -E2BIG from then on.
+ * the later stamp).  Keys migrate lazily on their next request, and a
+ * limit whose algorithm and period some policy in between lacked starts
+ * fresh, as stepping through every policy set meanwhile would, whether a
+ * call met the key then or not (a peek included).  One difference stays,
+ * never in a key's favour: a sliding window whose precision changed and
+ * changed back keeps its units at their own sub-buckets if no call met the
+ * key in between, and at the coarser ones (later, so longer in the window)
+ * if one did.  Requests costing more than the new policy admits get
+ * -E2BIG from then on.
  * On a shared limiter (sluice_open_shared) the change reaches every
  * process, and every key has moved to it when the call returns.
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
- * -ENOMEM.  On a shared limiter also -ENOMEM when keys found no free entry
- * to move to for about a second, and -EPROTO when the file is corrupt; the
+ * -ENOMEM.  On a shared limiter also -ENOMEM when a shard's keys found no
+ * free entry to move to for 2 s, and -EPROTO when the file is corrupt; the
  * new policy may then be in force already: keys still under the old one
  * move when next used, and the next sluice_set_policy finishes the move
  * before it changes anything.
@@ -418,7 +422,10 @@ SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
 
 /*
  * Give one key its own policy (a custom quota) until cleared, creating the
- * key if needed.  State carries over as for sluice_set_policy().  Keys with
+ * key if needed.  State carries over as for sluice_set_policy(), from the
+ * policy the key's state is laid out for: a key no call met since an older
+ * default keeps that default's limits, perhaps more spent than stepping
+ * through the defaults since would leave it, never less.  Keys with
  * an override are never reaped.  Decisions show SLUICE_F_OVERRIDE.
  * On a shared limiter the override is host-wide (see sluice_open_shared).
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),

@@ -109,8 +109,10 @@ static int sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
     struct sl_policy *to = sl_shm_policy(l, gen);
     uint64_t since = 0; /* when the shard being moved first failed */
 
-    if (to == NULL)
-        return -ENOMEM; /* it could not be compiled */
+    if (to == NULL) { /* unreadable (corrupt), or no memory to compile it */
+        struct sluice_policy def;
+        return sl_shm_polslot_read(m->hdr, gen, &def) ? -ENOMEM : -EPROTO;
+    }
     for (unsigned i = 0; i < l->nshards; i++) {
         int rc;
         sl_shm_lock(l, &m->shards[i]);
