@@ -422,10 +422,9 @@ SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
 
 /*
  * Give one key its own policy (a custom quota) until cleared, creating the
- * key if needed.  State carries over as for sluice_set_policy(), from the
- * policy the key's state is laid out for: a key no call met since an older
- * default keeps that default's limits, perhaps more spent than stepping
- * through the defaults since would leave it, never less.  Keys with
+ * key if needed.  State carries over as for sluice_set_policy(): a key no
+ * call met since an older default moves as if through the default in force
+ * first.  Keys with
  * an override are never reaped.  Decisions show SLUICE_F_OVERRIDE.
  * On a shared limiter the override is host-wide (see sluice_open_shared).
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),

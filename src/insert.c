@@ -152,7 +152,9 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         /* Read the state at the key's own latest admission: administrative
          * calls pass the limiter clock, which _at callers may not use. */
         if (carry)
-            sl_policy_carry(e->pol, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
+            sl_policy_carry(e->pol, e->w, to, ne->w,
+                            atomic_load_explicit(&l->policy, memory_order_acquire),
+                            sl_entry_last(e, &last) ? last : now);
         sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)

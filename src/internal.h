@@ -132,10 +132,11 @@ bool sl_policy_reserved_zero(const struct sluice_policy *p);
 void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state exactly (never
- * refilled, even when the count was lowered), others start fresh; between
- * two defaults, only if every default in between had that limit too. */
+ * refilled, even when the count was lowered), others start fresh; from an
+ * older default, only if every default since had that limit too (cur: the
+ * default in force, NULL on shared limiters). */
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
-                     sl_aword *to_w, uint64_t now);
+                     sl_aword *to_w, const struct sl_policy *cur, uint64_t now);
 
 /* ---- algorithms (algo_*.c) ------------------------------------------- */
 

@@ -158,15 +158,27 @@ void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev)
     }
 }
 
-/* `to`'s limit tl may take state from a key under `from` (see above). */
+/* `to`'s limit tl may take state from a key under `from` (see above); cur
+ * is the default in force (NULL: shared limiters, which move eagerly).  A
+ * key moved into an override from an older default moves as if through
+ * cur first: only a kind cur has kept since from's generation. */
 static bool sl_policy_lineage(const struct sl_policy *from, const struct sl_lim *tl,
-                              const struct sl_policy *to)
+                              const struct sl_policy *to, const struct sl_policy *cur)
 {
-    return from->gen == 0 || to->gen == 0 || tl->since <= from->gen;
+    if (from->gen == 0)
+        return true; /* an override's, or a shared limiter's */
+    if (to->gen != 0)
+        return tl->since <= from->gen;
+    if (cur == NULL || cur->gen == 0)
+        return true;
+    for (unsigned j = 0; j < cur->nlimits; j++)
+        if (cur->lim[j].def.algo == tl->def.algo && cur->lim[j].def.period_ns == tl->def.period_ns)
+            return cur->lim[j].since <= from->gen;
+    return false;
 }
 
 void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
-                     sl_aword *to_w, uint64_t now)
+                     sl_aword *to_w, const struct sl_policy *cur, uint64_t now)
 {
     /* Every new limit keeps the spent capacity of every old limit with its
      * algorithm and period: carry() raises its words to each in turn, so it
@@ -178,7 +190,7 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
             if (fl->def.algo == tl->def.algo && fl->def.period_ns == tl->def.period_ns &&
-                sl_policy_lineage(from, tl, to))
+                sl_policy_lineage(from, tl, to, cur))
                 tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
         }
     }

@@ -429,7 +429,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
     if (carry)
-        sl_policy_carry(from, e->w, to, ne->w, sl_entry_last(e, &last) ? last : now);
+        sl_policy_carry(from, e->w, to, ne->w, NULL, sl_entry_last(e, &last) ? last : now);
     sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);

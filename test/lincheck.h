@@ -14,12 +14,25 @@
 
 #include "lincheck_model.h"
 
+/* The default in force has kept d's kind since generation gen. */
+static inline int lc_kept_since(const struct lc_world *w, const struct lc_state *s, int lim,
+                                const struct sluice_limit *d, int64_t gen)
+{
+    const struct sluice_policy *cur = &w->pol[s->def[lim]];
+
+    for (unsigned j = 0; j < cur->nlimits; j++)
+        if (cur->limits[j].algo == d->algo && cur->limits[j].period_ns == d->period_ns)
+            return s->since[lim][j] <= gen;
+    return 0;
+}
+
 /* Lazy migration, as the library does it on a key's next call: each limit
  * of `to` keeps the state of every limit of the same algorithm and period
  * in the key's layout (the most spent of them, lc_lim_merge); the others
- * start fresh.  From one default to another, only a limit whose kind every
- * default in between had (since, as the serial steps would): is_default
- * says `to` is the key's limiter's default in force, not an override. */
+ * start fresh.  From an older default, only a limit whose kind every
+ * default since had (since, as the serial steps would), into an override
+ * as well: is_default says `to` is the key's limiter's default in force,
+ * not an override. */
 static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int key, int to,
                               int is_default)
 {
@@ -28,7 +41,7 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int 
     int64_t to_gen = is_default ? s->gen[lim] : 0;
     struct lc_lim out[2];
 
-    if (k->pol == to && (to_gen == 0 || k->gen == 0 || k->gen == to_gen)) {
+    if (k->pol == to && (k->gen == 0 || k->gen == to_gen)) {
         k->gen = to_gen;
         return;
     }
@@ -38,6 +51,8 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int 
         int first = 1;
         if (to_gen != 0 && k->gen != 0 && s->since[lim][i] > k->gen)
             continue; /* some default in between lacked this kind: fresh */
+        if (to_gen == 0 && k->gen != 0 && !lc_kept_since(w, s, lim, tl, k->gen))
+            continue; /* into an override: as if through the default first */
         for (unsigned j = 0; j < w->pol[k->pol].nlimits; j++) {
             const struct sluice_limit *fl = &w->pol[k->pol].limits[j];
             struct lc_lim c;

@@ -188,6 +188,21 @@ static void test_lineage(void)
             CHECK_EQ(sluice_set_policy(l, &both), 0);
             CHECK_EQ(sluice_set_policy(l, &pa), 0);
             CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 60, NULL), SLUICE_DENY);
+            /* into an override: as if through the default in force first,
+             * so A, B, A then an override of A's kind starts it fresh */
+            CHECK_EQ(sluice_acquire_at(l, "o", 1, 5, 70, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_set_policy(l, &pb), 0);
+            if (touch)
+                CHECK(sluice_peek_at(l, "o", 1, 1, 75, NULL) >= 0);
+            CHECK_EQ(sluice_set_policy(l, &pa), 0);
+            CHECK_EQ(sluice_override_set(l, "o", 1, &pa), 0);
+            CHECK_EQ(sluice_acquire_at(l, "o", 1, 5, 80, NULL), SLUICE_ALLOW);
+            /* while one of the same kind all along keeps it */
+            CHECK_EQ(sluice_acquire_at(l, "p", 1, 5, 80, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_set_policy(l, &pa2), 0);
+            CHECK_EQ(sluice_set_policy(l, &pa), 0);
+            CHECK_EQ(sluice_override_set(l, "p", 1, &pa2), 0);
+            CHECK_EQ(sluice_acquire_at(l, "p", 1, 3, 90, NULL), SLUICE_DENY);
             sluice_destroy(l);
         }
     }
