@@ -34,6 +34,11 @@ static uint64_t sl_clock_posix(clockid_t id)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t sl_mono_ns(void)
+{
+    return sl_clock_posix(CLOCK_MONOTONIC);
+}
+
 #ifdef SL_HAVE_TSC
 /* ns = base_ns + ((tsc - base_tsc) * mult) >> 32; read-only after the once */
 static struct {

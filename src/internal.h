@@ -573,6 +573,8 @@ void sl_reaper_stop(struct sluice *l);
 /* ---- clock (clock.c), limiter helpers --------------------------------- */
 
 uint64_t sl_clock_read(enum sluice_clock c, uint64_t (*fn)(void *), void *ctx);
+/* CLOCK_MONOTONIC in ns, for the library's own timeouts (not a limiter's clock). */
+uint64_t sl_mono_ns(void);
 /* The clock a limiter asked for, or the one it gets instead (TSC unusable). */
 enum sluice_clock sl_clock_resolve(enum sluice_clock c);
 int sl_config_check(const struct sluice_config *cfg);

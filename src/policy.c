@@ -145,6 +145,13 @@ void sl_policy_unref_n(struct sl_policy *p, uint64_t n)
  * g needs since <= g: the same as stepping through every generation, and
  * the same whenever the migration happens (a peek's included).
  */
+/* Limits of one kind: the same algorithm and period, so one state layout
+ * family that a policy change carries. */
+static bool sl_lim_same_kind(const struct sl_lim *a, const struct sl_lim *b)
+{
+    return a->def.algo == b->def.algo && a->def.period_ns == b->def.period_ns;
+}
+
 void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev)
 {
     p->gen = prev != NULL ? prev->gen + 1 : 1;
@@ -152,8 +159,7 @@ void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev)
         struct sl_lim *l = &p->lim[i];
         l->since = p->gen;
         for (unsigned j = 0; prev != NULL && j < prev->nlimits; j++)
-            if (prev->lim[j].def.algo == l->def.algo &&
-                prev->lim[j].def.period_ns == l->def.period_ns)
+            if (sl_lim_same_kind(&prev->lim[j], l))
                 l->since = prev->lim[j].since;
     }
 }
@@ -172,7 +178,7 @@ static bool sl_policy_lineage(const struct sl_policy *from, const struct sl_lim 
     if (cur == NULL || cur->gen == 0)
         return true;
     for (unsigned j = 0; j < cur->nlimits; j++)
-        if (cur->lim[j].def.algo == tl->def.algo && cur->lim[j].def.period_ns == tl->def.period_ns)
+        if (sl_lim_same_kind(&cur->lim[j], tl))
             return cur->lim[j].since <= from->gen;
     return false;
 }
@@ -187,10 +193,11 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
      * two old limits share an algorithm and period. */
     for (unsigned i = 0; i < to->nlimits; i++) {
         const struct sl_lim *tl = &to->lim[i];
+        if (!sl_policy_lineage(from, tl, to, cur))
+            continue; /* its kind lapsed since from's generation: fresh */
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
-            if (fl->def.algo == tl->def.algo && fl->def.period_ns == tl->def.period_ns &&
-                sl_policy_lineage(from, tl, to, cur))
+            if (sl_lim_same_kind(fl, tl))
                 tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
         }
     }

@@ -91,7 +91,6 @@ void sl_target_wait(struct sl_target *g)
     sl_shard_unlock(g->s);
 }
 
-
 /* A key the table had no room for, of a limiter that fails closed, denies
  * the whole request; one that fails open is admitted untracked. */
 bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
@@ -103,7 +102,6 @@ bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)
         }
     return false;
 }
-
 
 /* -E2BIG before anything is created: a request that some key's policy can
  * never admit must not insert the keys before it (an error charges and
@@ -119,7 +117,6 @@ int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
     }
     return 0;
 }
-
 
 /* The same key twice in one request is one key, charged once: keep the
  * first of each (limiter, bytes), remembering its index in keys[].  Each

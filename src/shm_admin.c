@@ -4,7 +4,6 @@
  * administration of single keys: resets and overrides.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #include "shm.h"
 
@@ -91,14 +90,6 @@ static int sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct
  * repair comes within a few tries; an entry that stays frozen for 2 s is a
  * corrupt file's (two slots naming one entry). */
 #define SL_MIGRATE_NS (UINT64_C(2) * 1000000000u)
-
-static uint64_t sl_mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* 0 once every key is under generation gen; else -ENOMEM (no free entry)
  * or -EPROTO (an entry that never thaws), the move left for the next

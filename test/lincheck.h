@@ -14,6 +14,12 @@
 
 #include "lincheck_model.h"
 
+/* Limits of one kind (algorithm and period): a policy change carries them. */
+static inline int lc_same_kind(const struct sluice_limit *a, const struct sluice_limit *b)
+{
+    return a->algo == b->algo && a->period_ns == b->period_ns;
+}
+
 /* The default in force has kept d's kind since generation gen. */
 static inline int lc_kept_since(const struct lc_world *w, const struct lc_state *s, int lim,
                                 const struct sluice_limit *d, int64_t gen)
@@ -21,7 +27,7 @@ static inline int lc_kept_since(const struct lc_world *w, const struct lc_state 
     const struct sluice_policy *cur = &w->pol[s->def[lim]];
 
     for (unsigned j = 0; j < cur->nlimits; j++)
-        if (cur->limits[j].algo == d->algo && cur->limits[j].period_ns == d->period_ns)
+        if (lc_same_kind(&cur->limits[j], d))
             return s->since[lim][j] <= gen;
     return 0;
 }
@@ -56,7 +62,7 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int 
         for (unsigned j = 0; j < w->pol[k->pol].nlimits; j++) {
             const struct sluice_limit *fl = &w->pol[k->pol].limits[j];
             struct lc_lim c;
-            if (fl->algo != tl->algo || fl->period_ns != tl->period_ns)
+            if (!lc_same_kind(fl, tl))
                 continue;
             c = k->lim[j];
             if (tl->algo == SLUICE_GCRA) {
@@ -94,8 +100,7 @@ static inline void lc_set_default(const struct lc_world *w, struct lc_state *s, 
     for (unsigned i = 0; i < p->nlimits; i++) {
         since[i] = s->gen[lim];
         for (unsigned j = 0; j < prev->nlimits; j++)
-            if (prev->limits[j].algo == p->limits[i].algo &&
-                prev->limits[j].period_ns == p->limits[i].period_ns)
+            if (lc_same_kind(&prev->limits[j], &p->limits[i]))
                 since[i] = s->since[lim][j];
     }
     memcpy(s->since[lim], since, sizeof(since));
