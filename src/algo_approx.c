@@ -26,11 +26,11 @@ struct approx_view {
  * stored window's start, where the estimate is largest. */
 static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, struct approx_view *v)
 {
-    uint64_t idx = now / lim->width, prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
+    uint64_t idx = sl_udiv_do(now, &lim->by_width), prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
     int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, c));
 
     v->idx = idx;
-    v->elapsed = now % lim->width;
+    v->elapsed = now - idx * lim->width;
     v->prev = v->cur = 0;
     if (prev == 0 && cur == 0)
         return;

@@ -25,7 +25,7 @@ static int fixed_compile(struct sl_lim *lim)
  */
 static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t *used)
 {
-    uint64_t idx = now / lim->width;
+    uint64_t idx = sl_udiv_do(now, &lim->by_width);
     int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, c));
 
     *used = 0;

@@ -35,7 +35,7 @@ static int sliding_compile(struct sl_lim *lim)
 static uint64_t sliding_head(const struct sl_lim *lim, uint64_t h, uint64_t now, uint64_t *hidx,
                              uint64_t *hcnt, bool *behind)
 {
-    uint64_t idx = now / lim->width;
+    uint64_t idx = sl_udiv_do(now, &lim->by_width);
     int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, h));
 
     *hidx = idx - (uint64_t)d; /* absolute index of the stored head */
@@ -46,9 +46,16 @@ static uint64_t sliding_head(const struct sl_lim *lim, uint64_t h, uint64_t now,
     return *behind ? *hidx : idx; /* older times are decided at the head */
 }
 
-/* Units of the sub-bucket at absolute index j, if the ring or head has it. */
-static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t hidx,
-                              uint64_t hcnt)
+/* The ring slot of absolute sub-bucket index j: j mod nb, by multiply. */
+static uint64_t sliding_slot(const struct sl_lim *lim, uint64_t j)
+{
+    return j - sl_udiv_do(j, &lim->by_nb) * lim->nb;
+}
+
+/* Units of the sub-bucket at absolute index j (ring slot `slot`), if the
+ * ring or head has it. */
+static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t slot,
+                              uint64_t hidx, uint64_t hcnt)
 {
     uint64_t v;
 
@@ -56,18 +63,22 @@ static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j,
         return hcnt;
     if (j > hidx)
         return 0;
-    v = sl_load_acq(&w[1 + j % lim->nb]);
+    v = sl_load_acq(&w[1 + slot]);
     return sl_word_index(lim, v) == (j & lim->imask) ? v & lim->cmask : 0;
 }
 
-/* Units in the window ending at sub-bucket eff. */
+/* Units in the window ending at sub-bucket eff.  The slot steps along with
+ * j, so the window costs one reduction mod nb, not one per sub-bucket. */
 static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff, uint64_t hidx,
                             uint64_t hcnt)
 {
     uint64_t sum = 0, first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
+    uint64_t slot = sliding_slot(lim, first);
 
-    for (uint64_t j = first; j <= eff; j++)
-        sum += sliding_units(lim, w, j, hidx, hcnt);
+    for (uint64_t j = first; j <= eff; j++) {
+        sum += sliding_units(lim, w, j, slot, hidx, hcnt);
+        slot = slot + 1 == lim->nb ? 0 : slot + 1;
+    }
     return sum;
 }
 
@@ -94,7 +105,7 @@ static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behin
  */
 static void sliding_archive(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
 {
-    sl_aword *slot = &w[1 + j % lim->nb];
+    sl_aword *slot = &w[1 + sliding_slot(lim, j)];
     uint64_t v = sl_load_acq(slot), want = sl_word_make(lim, j, units);
 
     while ((v & lim->cmask) == 0 || sl_index_diff(lim, j, sl_word_index(lim, v)) > 0 ||
@@ -139,7 +150,7 @@ static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
         return;
     for (unsigned i = 0; i < 2; i++) {
         /* first the head, then the ring slot the head was archived to */
-        sl_aword *word = i == 0 ? &w[0] : &w[1 + receipt[0] % lim->nb];
+        sl_aword *word = i == 0 ? &w[0] : &w[1 + sliding_slot(lim, receipt[0])];
         uint64_t v = sl_load_acq(word);
         while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt[0] & lim->imask)) {
             uint64_t units = v & lim->cmask;
@@ -169,7 +180,7 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
     out->retry_after = 0;
     /* Sub-bucket j leaves the window when the head reaches j + nb. */
     for (uint64_t j = first; j <= eff; j++) {
-        uint64_t units = sliding_units(lim, w, j, hidx, hcnt);
+        uint64_t units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
         if (units == 0)
             continue;
         newest = j;
@@ -256,7 +267,7 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
      * the ring: a finer window after a later change can still reach them. */
     eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
     for (uint64_t j = eff >= from->nb ? eff - from->nb : 0; j <= eff; j++) {
-        uint64_t units = sliding_units(from, fw, j, hidx, hcnt), to_j;
+        uint64_t units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt), to_j;
         if (units == 0)
             continue;
         to_j = sl_u128_sat((sl_u128)(j + 1) * from->width - 1);

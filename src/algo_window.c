@@ -33,6 +33,8 @@ int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields)
     lim->ibits = 63 - lim->ishift;
     lim->imask = (UINT64_C(1) << lim->ibits) - 1;
     lim->cap = lim->def.count;
+    lim->by_width = sl_udiv_make(w);
+    lim->by_nb = sl_udiv_make(lim->nb ? lim->nb : 1);
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "atomics.h"
+#include "divide.h"
 #include "sluice.h"
 
 __extension__ typedef unsigned __int128 sl_u128;
@@ -94,6 +95,7 @@ struct sl_lim {
      * the layout depends on the width only (algo_window.c). */
     uint64_t width;             /* window or sub-bucket width, ns */
     uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
+    struct sl_udiv by_width, by_nb; /* x / width and x / nb with no divide */
     unsigned cbits, ibits, ishift;
     uint64_t cmask, imask;
     /* A private limiter's default policies: the generation since which
