@@ -40,7 +40,7 @@ static int sl_admin_replace(struct sluice *l, const void *key, size_t len, struc
             dest = e->pol->is_override && !need_override
                        ? e->pol
                        : atomic_load_explicit(&l->policy, memory_order_acquire);
-        rc = sl_entry_replace(t, &g, e, dest, carry, now);
+        rc = sl_entry_replace(t, &g, e, dest, carry ? SL_MOVE_CARRY : SL_MOVE_FRESH, now);
     } while (rc == -EAGAIN);
     sl_epoch_end(t);
     return rc;

@@ -51,6 +51,7 @@ static int log_compile(struct sl_lim *lim)
         return -EINVAL;
     lim->cap = lim->def.count;
     lim->nwords = (uint32_t)(SL_LOG_RING + lim->def.count);
+    lim->idle_fresh_ns = UINT64_MAX; /* absolute stamps read right at any time */
     return 0;
 }
 

@@ -46,9 +46,9 @@ static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
  * before it and so every such raise (sl_floor_behind): a time more than
  * SL_TIME_SLACK behind that was decided against a state it may misread, so
  * the charge is taken back and decided again.  Twice SL_TIME_SLACK (2^40
- * ns, 18 min) stays far inside every algorithm's range.
+ * ns, 18 min; defined in internal.h) stays far inside every algorithm's
+ * range.
  */
-#define SL_TIME_SLACK (UINT64_C(1) << 40)
 
 static __attribute__((noinline)) void sl_floor_raise(struct sl_target *g, uint64_t cost)
 {
@@ -303,7 +303,8 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
         return false;
     pol = l->shm != NULL ? g->pol : e->pol; /* shared: set by sl_shm_get_current */
     if (cost > pol->min_cap ||
-        (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override))
+        (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override) ||
+        sl_entry_expired(e, pol, now))
         return false;
     g->flags = 0;
     g->charged = 0;

@@ -86,6 +86,40 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 }
 
 /*
+ * A key idle beyond its range starts fresh (sl_idle_beyond), and its last_ns
+ * moves up to a time it was so by: every time a later call is decided at is
+ * then one where the old state was over too, as a decision that read it
+ * right would find.  The test reads last_ns after the freeze (an RMW: it
+ * sees every raise made before a charge that landed, and every charge
+ * published its floor first when it ran far ahead): a racing admission
+ * that came first keeps the state, carried as for any replacement.
+ */
+void sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from, struct sl_entry *ne,
+                         const struct sl_policy *to, const struct sl_policy *cur,
+                         enum sl_move how, uint64_t now)
+{
+    uint64_t lastw = sl_last_after_freeze(&e->last_ns), last = lastw - 1;
+
+    if (how == SL_MOVE_EXPIRED) {
+        uint64_t x = from->idle_fresh_ns;
+        if (lastw != 0 && sl_idle_beyond(now, last, x)) {
+            /* at least x after last (the old state over), at most x
+             * before now (not idle beyond again at now) */
+            uint64_t fresh_from = now - (last + x) > x ? now - x : last + x;
+            SL_ASSERT(from == to);
+            sl_store_rlx(&ne->last_ns, sl_last_encode(fresh_from));
+            return;
+        }
+        how = SL_MOVE_CARRY;
+    }
+    /* Read the state at the key's own latest admission: administrative
+     * calls pass the limiter clock, which _at callers may not use. */
+    if (how == SL_MOVE_CARRY)
+        sl_policy_carry(from, e->w, to, ne->w, cur, lastw != 0 ? last : now);
+    sl_store_rlx(&ne->last_ns, lastw);
+}
+
+/*
  * Freeze limit by limit, each from a value that is fresh at `now`, by CAS:
  * a charge landing first makes the CAS fail.  On any failure the limits
  * frozen so far get their exact old values back (nobody else writes a
@@ -116,7 +150,7 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now)
 {
-    uint64_t old[SLUICE_MAX_LIMITS];
+    uint64_t old[SLUICE_MAX_LIMITS], last;
     unsigned i;
 
     /* Fresh as decided at now (a reap at an older time than the latest
@@ -126,8 +160,11 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         const struct sl_lim *lim = &pol->lim[i];
         sl_aword *w = &e->w[lim->off];
         old[i] = sl_load_acq(w);
-        if ((old[i] & SL_DEAD) || !lim->ops->is_fresh(lim, old[i], w, now) ||
-            !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
+        /* idle beyond the range: fresh, by last_ns read after the word
+         * (a charge in it published its floor first: sl_entry_move_state) */
+        bool fresh = (sl_entry_last(e, &last) && sl_idle_beyond(now, last, lim->idle_fresh_ns)) ||
+                     lim->ops->is_fresh(lim, old[i], w, now);
+        if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;
     }
     if (i == pol->nlimits)

@@ -132,7 +132,7 @@ int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *po
 }
 
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
-                     struct sl_policy *to, bool carry, uint64_t now)
+                     struct sl_policy *to, enum sl_move how, uint64_t now)
 {
     struct sluice *l = g->l;
     struct sl_entry *ne = NULL;
@@ -148,14 +148,8 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
-        uint64_t last;
-        /* Read the state at the key's own latest admission: administrative
-         * calls pass the limiter clock, which _at callers may not use. */
-        if (carry)
-            sl_policy_carry(e->pol, e->w, to, ne->w,
-                            atomic_load_explicit(&l->policy, memory_order_acquire),
-                            sl_entry_last(e, &last) ? last : now);
-        sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
+        sl_entry_move_state(e, e->pol, ne, to,
+                            atomic_load_explicit(&l->policy, memory_order_acquire), how, now);
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

@@ -96,6 +96,7 @@ struct sl_lim {
     uint64_t width;             /* window or sub-bucket width, ns */
     uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
     struct sl_udiv by_width, by_nb; /* x / width and x / nb with no divide */
+    uint64_t idle_fresh_ns;     /* see sl_idle_beyond */
     unsigned cbits, ibits, ishift;
     uint64_t cmask, imask;
     /* A private limiter's default policies: the generation since which
@@ -115,6 +116,7 @@ struct sl_policy {
     unsigned nlimits;
     uint32_t nwords;            /* state words of an entry under this policy */
     uint64_t min_cap;           /* the smallest cap: costs above it get -E2BIG */
+    uint64_t idle_fresh_ns;     /* the least of its limits' (sl_idle_beyond) */
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];
@@ -209,6 +211,29 @@ extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_alg
  */
 #define SL_WINDOW_RANGE_NS (UINT64_C(1) << 55)
 #define SL_GCRA_RANGE_NS (UINT64_C(1) << 50)
+/* How far a charge's time may run ahead of its key's last_ns before it
+ * publishes a floor first (decide.c, sl_floor_ahead): every charge that
+ * stands was made at most 2 * SL_TIME_SLACK after last_ns as read after it. */
+#define SL_TIME_SLACK (UINT64_C(1) << 40)
+
+/*
+ * Idle beyond the range.  A key idle longer than its limits' idle_fresh_ns
+ * (since its latest admission, last_ns) is fresh under every one of them,
+ * and its words may no longer be read right (a stored time modulo the range
+ * looks recent again: spent, although over long ago).  So such a key is
+ * not read: decisions replace it by a fresh entry (sl_entry_move_state),
+ * peeks read it as absent, reaping takes it.  Each algorithm sets
+ * idle_fresh_ns between the longest its state stays busy after an
+ * admission (plus the 2 * SL_TIME_SLACK a charge may run ahead of last_ns)
+ * and the range over which it reads right; UINT64_MAX where its state
+ * reads right from any time (the sliding log) or no such bound exists.
+ */
+static inline bool sl_idle_beyond(uint64_t at, uint64_t last, uint64_t idle_fresh_ns)
+{
+    uint64_t d = at - last; /* times are modular: behind is negative */
+
+    return (int64_t)d > 0 && d > idle_fresh_ns;
+}
 
 /* Shared by the windowed algorithms (algo_window.c). */
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
@@ -328,6 +353,15 @@ static inline uint64_t sl_entry_time(struct sl_entry *e, uint64_t now)
     return e != NULL && sl_entry_last(e, &last) && (int64_t)(now - last) < 0 ? last : now;
 }
 
+/* e, laid out for pol, has been idle beyond its range at now: fresh, and
+ * not to be read (sl_idle_beyond). */
+static inline bool sl_entry_expired(struct sl_entry *e, const struct sl_policy *pol, uint64_t now)
+{
+    uint64_t last;
+
+    return sl_entry_last(e, &last) && sl_idle_beyond(now, last, pol->idle_fresh_ns);
+}
+
 static inline const unsigned char *sl_entry_key(const struct sl_entry *e)
 {
     return (const unsigned char *)&e->w[e->pol->nwords];
@@ -441,6 +475,16 @@ bool sl_entry_freeze(struct sl_entry *e);
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
 /* The same without the idle, pin and override tests (entry.c). */
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
+/* How the replacement of a frozen entry starts: fresh (a reset), with the
+ * state carried (a policy change, an override), or fresh if the key is
+ * still idle beyond its range once frozen, else carried (sl_idle_beyond). */
+enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
+/* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
+ * its state words as `how` says and its last_ns; cur: the default in force
+ * (sl_policy_carry); now: the caller's time. */
+void sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from, struct sl_entry *ne,
+                         const struct sl_policy *to, const struct sl_policy *cur,
+                         enum sl_move how, uint64_t now);
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
 void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
@@ -547,10 +591,10 @@ static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol
         return !pol->is_override && pol->shm_ref != sl_load_acq(l->shm_gen);
     return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
 }
-/* Replace g's entry by one laid out for `to` (state carried over if carry),
+/* Replace g's entry by one laid out for `to` (its state as `how` says),
  * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
-                     struct sl_policy *to, bool carry, uint64_t now);
+                     struct sl_policy *to, enum sl_move how, uint64_t now);
 /* Insert g's key under pol, inside an epoch section: 0 (*out the entry),
  * -ENOSPC (no room at max_keys, even after reaping), -EAGAIN (inserted
  * meanwhile, or pol is a default policy since replaced: look again) or

@@ -64,15 +64,19 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
         if (cost > want->min_cap)
             return -E2BIG;
         if (e != NULL && e->pol == want) {
-            sl_target_use(g, e, want, now);
-            return 0;
-        }
-        if (e == NULL && !create) {
+            /* idle beyond its range: absent to a peek, made fresh for an
+             * acquire (then looked up again) */
+            bool expired = sl_entry_expired(e, want, now);
+            if (!expired || !create) {
+                sl_target_use(g, expired ? NULL : e, want, now);
+                return 0;
+            }
+            rc = sl_entry_replace(t, g, e, want, SL_MOVE_EXPIRED, now);
+        } else if (e == NULL && !create) {
             sl_target_use(g, NULL, want, now);
             return 0;
-        }
-        if (e != NULL) /* its policy changed: migrate, then look again */
-            rc = sl_entry_replace(t, g, e, want, true, now);
+        } else if (e != NULL) /* its policy changed: migrate, then look again */
+            rc = sl_entry_replace(t, g, e, want, SL_MOVE_CARRY, now);
         else if ((rc = sl_target_insert(t, g, want, now)) == 0)
             return 0;
         if (rc != -EAGAIN && rc != 0)

@@ -278,7 +278,7 @@ struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_
 size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
                         uint64_t *budget, size_t max_remove);
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
-                const struct sl_policy *from, const struct sl_policy *to, bool carry,
+                const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
                 uint64_t now);
 /* Publish a new key under pol in a locked shard (override_set): 0,
  * -ENOSPC (max_keys and nothing reapable, or no slot in the shard) or

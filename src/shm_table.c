@@ -414,11 +414,11 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
  * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free. */
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
-                       const struct sl_policy *from, const struct sl_policy *to, bool carry,
-                       uint64_t now)
+                const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
+                uint64_t now)
 {
     struct sl_shm *m = l->shm;
-    uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot), last;
+    uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot);
     struct sl_entry *ne;
 
     if (idx == UINT64_MAX)
@@ -428,9 +428,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         return -EAGAIN;
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
-    if (carry)
-        sl_policy_carry(from, e->w, to, ne->w, NULL, sl_entry_last(e, &last) ? last : now);
-    sl_store_rlx(&ne->last_ns, sl_last_after_freeze(&e->last_ns));
+    sl_entry_move_state(e, from, ne, to, NULL, how, now);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_last_follow(&ne->last_ns, &e->last_ns); /* before e can be reused */
@@ -439,7 +437,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
 }
 
 static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_policy *from,
-                          struct sl_policy *to, bool carry, uint64_t now)
+                          struct sl_policy *to, enum sl_move how, uint64_t now)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;
@@ -449,7 +447,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
 
     sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to))
-        rc = sl_shm_swap(l, slot, e, from, to, carry, now);
+        rc = sl_shm_swap(l, slot, e, from, to, how, now);
     sl_shm_unlock(l, s);
     return rc;
 }
@@ -486,26 +484,25 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
          * entry and a default of different moments: a cap the key never had) */
         if (sl_load_acq(l->shm_gen) != cur->shm_ref)
             continue;
-        if (pol != NULL && pol->is_override) { /* the key's own policy, as in-process */
-            if (cost > pol->min_cap)
-                return -E2BIG;
-            sl_target_use(g, e, pol, now);
-            return 0;
-        }
-        if (cost > cur->min_cap)
+        if (pol != NULL && pol->is_override && cost > pol->min_cap)
+            return -E2BIG; /* the key's own policy, as in-process */
+        if ((pol == NULL || !pol->is_override) && cost > cur->min_cap)
             return -E2BIG;
-        if (e != NULL && pol == cur) {
-            sl_target_use(g, e, cur, now);
-            return 0;
-        }
-        if (e == NULL && !create) {
+        if (e != NULL && pol != NULL && (pol->is_override || pol == cur)) {
+            /* idle beyond its range: absent to a peek, made fresh for an acquire */
+            bool expired = sl_entry_expired(e, pol, now);
+            if (!expired || !create) {
+                sl_target_use(g, expired ? NULL : e, pol, now);
+                return 0;
+            }
+            rc = sl_shm_replace(g, e, pol, pol, SL_MOVE_EXPIRED, now);
+        } else if (e == NULL && !create) {
             sl_target_use(g, NULL, cur, now);
             return 0;
-        }
-        if (e != NULL && pol == NULL)
+        } else if (e != NULL && pol == NULL)
             rc = -EAGAIN; /* migrated meanwhile (its generation is gone): look again */
         else if (e != NULL)
-            rc = sl_shm_replace(g, e, pol, cur, true, now);
+            rc = sl_shm_replace(g, e, pol, cur, SL_MOVE_CARRY, now);
         else if ((rc = sl_shm_insert(g, cur, now)) == 0)
             return 0;
         if (rc == -ENOMEM) {

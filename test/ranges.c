@@ -297,11 +297,86 @@ static void test_log_top_of_time(void)
     sluice_destroy(l);
 }
 
+/*
+ * Keys idle beyond the range their words are read over: a spent key read
+ * as spent again (the stored time, taken modulo the range, looked recent)
+ * and denied until the range came round, reset no sooner by reap, which
+ * misread it the same way.  Such a key is fresh: every limit's state is
+ * over long before.  Peeks see it fresh, an acquire starts it again, a reap
+ * takes it; each against the serial model, then from times behind.
+ */
+static void test_idle_beyond_range(void)
+{
+    const uint64_t behind[] = {1, HOUR, DAY};
+    const uint64_t gq[] = {(UINT64_C(1) << 52) + 1, (UINT64_C(1) << 52) + DAY, UINT64_C(1) << 53,
+                           (UINT64_C(1) << 55) + 3, UINT64_C(1) << 60};
+    const uint64_t g1[] = {(UINT64_C(1) << 62) + 5, (UINT64_C(1) << 62) + (UINT64_C(1) << 61)};
+    const uint64_t wa[] = {WIN_RANGE + 1, WIN_RANGE + DAY, UINT64_C(1) << 56,
+                           (UINT64_C(1) << 58) + 7, UINT64_C(1) << 61};
+    uint64_t t0 = 1000000 * NS_PER_S;
+
+    run_range("idle gcra q=1024", mk(SLUICE_GCRA, 1024, 1023, 1000, 0),
+              mk(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 3, gq, 5);
+    run_range("idle gcra 1 per 39 days", mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
+              mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), t0, behind, 3, g1, 2);
+    run_range("idle gcra 10/s", mk(SLUICE_GCRA, 10, NS_PER_S, 0, 0),
+              mk(SLUICE_GCRA, 10, NS_PER_S, 0, 0), t0, behind, 3, g1, 2);
+    run_range("idle fixed 10/s", mk(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0),
+              mk(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle fixed 5 per 30 days", mk(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0),
+              mk(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle approx 10/s", mk(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0),
+              mk(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle sliding 10 per min", mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0),
+              mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+
+    /* stacked (the smaller range decides) and reaped; private and shared */
+    const uint64_t idle[] = {UINT64_C(1) << 53, (UINT64_C(1) << 56) + 11};
+    bool can_share = access("/dev/shm", W_OK) == 0;
+    char path[128];
+    for (int shared = 0; shared < 1 + can_share; shared++)
+    for (int reap = 0; reap < 2; reap++)
+        for (size_t i = 0; i < 2; i++) {
+            struct sluice_config cfg;
+            sluice_t *l = NULL;
+            struct sluice_result res;
+            sluice_config_init(&cfg);
+            cfg.policy.nlimits = 2;
+            cfg.policy.limits[0] = mk(SLUICE_GCRA, 1024, 1023, 4, 0);
+            cfg.policy.limits[1] = mk(SLUICE_FIXED_WINDOW, 6, DAY, 0, 0);
+            if (shared) {
+                t_shm_path(path, sizeof(path), "idle");
+                CHECK_EQ(sluice_open_shared(path, &cfg, SLUICE_SHARED_CREATE, &l), 0);
+            } else
+                CHECK_EQ(sluice_create(&cfg, &l), 0);
+            if (l == NULL)
+                return;
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 4, t0, NULL), SLUICE_ALLOW);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, NULL), SLUICE_DENY);
+            if (reap) {
+                CHECK_EQ(sluice_reap(l, t0 + idle[i]), 1);
+                CHECK_EQ(sluice_reap(l, t0 + idle[i]), 0);
+            }
+            CHECK_EQ(sluice_peek_at(l, "k", 1, 1, t0 + idle[i], &res), SLUICE_ALLOW);
+            CHECK_EQ(res.remaining, 3); /* after the cost asked about */
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 4, t0 + idle[i], &res), SLUICE_ALLOW);
+            CHECK_EQ(res.remaining, 0);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + idle[i], NULL), SLUICE_DENY);
+            /* times behind that admission are decided at it */
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + idle[i] / 2, NULL), SLUICE_DENY);
+            CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + 1, NULL), SLUICE_DENY);
+            sluice_destroy(l);
+            if (shared)
+                CHECK_EQ(sluice_unlink_shared(path), 0);
+        }
+}
+
 int main(void)
 {
     test_gcra();
     test_approx();
     test_fixed_sliding();
     test_log_top_of_time();
+    test_idle_beyond_range();
     return t_done("ranges");
 }
