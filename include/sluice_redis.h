@@ -162,8 +162,12 @@ SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
  * after the global limit admitted, so a global denial never spends local
  * capacity; a local charge that then loses a race to another thread denies
  * the request with the global unit spent (conservative, never over).
- * Waits for Redis at most timeout_ns plus an eighth of it (the socket
- * timeout is adjusted only when off by more), whatever other callers do.
+ * Waits for Redis at most timeout_ns plus an eighth of it, whatever other
+ * callers do: one deadline (the call's start plus timeout_ns) bounds all of
+ * its waits (connecting, every read of the reply, a NOSCRIPT reload, the
+ * wait for the caller that sends its batch); the eighth is slack for
+ * waking up.  An answer after the deadline is an outage, not a decision
+ * (the units it charged in Redis, if any, stay charged: fewer admitted).
  */
 SLUICE_REDIS_API int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len,
                                           uint64_t cost, struct sluice_result *res);

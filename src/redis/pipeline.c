@@ -9,15 +9,24 @@
  * callers and hands over.  One caller alone pays one round trip as before;
  * n callers share round trips and script calls.
  *
- * Every caller's wait is bounded by its own deadline (now + timeout_ns, plus
- * at most an eighth of it, see sr_send): a queued call gives up at its
- * deadline and unlinks itself; a call in a batch waits for the leader,
- * whose socket timeout is the earliest deadline of the batch, and calls
- * queue in arrival order, so that is never later than any waiter's own
- * deadline.  Connecting is bounded the same way.
+ * Every caller's wait is bounded by one deadline, its call's start plus
+ * timeout_ns, for everything it waits on.  The leader's socket is
+ * non-blocking and each of its waits (connecting aside, see sr_connect) is a
+ * ppoll() for the time left until the batch's deadline, the earliest of its
+ * calls' (its own: calls queue in arrival order): a reply that dribbles in,
+ * or a NOSCRIPT that takes three round trips, ends at that deadline, not a
+ * socket timeout per read.  ppoll() takes a timespec, so a small timeout is
+ * not rounded up to the kernel's tick as SO_RCVTIMEO is.  A queued call and
+ * a call in a leader's batch sleep until their own deadline at most, and
+ * then give up (an outage): the leader works on its own copy of each
+ * request, reads the whole reply whatever became of its callers (the
+ * connection stays in step), and delivers only to those still waiting.
+ * A caller handed the lead after its deadline passes it on at once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -40,14 +49,28 @@ int sr_pipe_init(struct sr_pipe *pp, unsigned nconn)
     memset(pp, 0, sizeof(*pp));
     pp->tail = &pp->head;
     pp->nconn = nconn;
-    return pthread_mutex_init(&pp->lock, NULL) == 0 ? 0 : -ENOMEM;
+    if (pthread_mutex_init(&pp->lock, NULL) != 0)
+        return -ENOMEM;
+    for (unsigned i = 0; i < nconn; i++) {
+        pp->conn[i].req = malloc(SR_BATCH_MAX * sizeof(*pp->conn[i].req));
+        pp->conn[i].taken = malloc(SR_BATCH_MAX * sizeof(*pp->conn[i].taken));
+        if (pp->conn[i].req == NULL || pp->conn[i].taken == NULL) {
+            sr_pipe_destroy(pp); /* the others are NULL: free(NULL) */
+            return -ENOMEM;
+        }
+    }
+    return 0;
 }
 
 void sr_pipe_destroy(struct sr_pipe *pp)
 {
-    for (unsigned i = 0; i < pp->nconn; i++)
+    for (unsigned i = 0; i < pp->nconn; i++) {
         if (pp->conn[i].c != NULL)
             redisFree(pp->conn[i].c);
+        free(pp->conn[i].req);
+        free(pp->conn[i].taken);
+        free(pp->conn[i].kbuf);
+    }
     pthread_mutex_destroy(&pp->lock);
 }
 
@@ -57,33 +80,89 @@ static void sr_drop(struct sr_conn *pp)
     pp->c = NULL;
 }
 
-/* Leader only.  A connection with the script loaded, within `deadline`. */
+/* Wait until fd is ready for `ev` (or in error: the I/O that follows says
+ * which), until `deadline` at most: 1 ready, 0 the deadline passed, -1 a
+ * failure of ppoll itself. */
+static int sr_poll(int fd, short ev, uint64_t deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = ev};
+        uint64_t now = sr_now(), left;
+        struct timespec ts;
+        int r;
+
+        if (now >= deadline)
+            return 0;
+        left = deadline - now;
+        ts.tv_sec = (time_t)(left / 1000000000u);
+        ts.tv_nsec = (long)(left % 1000000000u);
+        r = ppoll(&p, 1, &ts, NULL);
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        /* timed out or interrupted: the clock decides */
+    }
+}
+
+/* Send what is appended and read one reply, by `deadline`: 0 and *out, or
+ * -1 (timed out, or the connection failed: it is out of step, drop it). */
+static int sr_reply(redisContext *c, uint64_t deadline, redisReply **out)
+{
+    void *r = NULL;
+    int done = 0;
+
+    for (;;) {
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            return -1;
+        if (done)
+            break;
+        if (sr_poll(c->fd, POLLOUT, deadline) <= 0)
+            return -1;
+    }
+    for (;;) {
+        if (redisGetReplyFromReader(c, &r) != REDIS_OK)
+            return -1;
+        if (r != NULL) {
+            *out = r;
+            return 0;
+        }
+        if (sr_poll(c->fd, POLLIN, deadline) <= 0 || redisBufferRead(c) != REDIS_OK)
+            return -1;
+    }
+}
+
+/* Leader only.  A connection with the script loaded, within `deadline`
+ * (connecting itself is hiredis's poll() in milliseconds, rounded up: at
+ * most a millisecond over). */
 static int sr_connect(struct sluice_redis *t, struct sr_conn *pp, uint64_t deadline)
 {
     uint64_t now = sr_now();
-    struct timeval tv;
-    redisReply *r;
+    redisReply *r = NULL;
+    int fl;
 
     if (pp->c != NULL)
         return 0;
     if (now < pp->next_connect || now >= deadline)
         return -1;
     pp->next_connect = now + t->cfg.reconnect_ns;
-    tv = sr_tv(deadline - now);
-    pp->c = redisConnectWithTimeout(t->host, t->cfg.port, tv);
-    if (pp->c == NULL || pp->c->err || redisSetTimeout(pp->c, tv) != REDIS_OK)
+    pp->c = redisConnectWithTimeout(t->host, t->cfg.port, sr_tv(deadline - now));
+    if (pp->c == NULL || pp->c->err)
         goto fail;
-    pp->tv_ns = deadline - now;
-    r = redisCommand(pp->c, "SCRIPT LOAD %s", sr_script);
-    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len >= (int)sizeof(pp->sha)) {
-        if (r != NULL)
-            freeReplyObject(r);
+    /* non-blocking from now on: hiredis then leaves the waiting to us */
+    if ((fl = fcntl(pp->c->fd, F_GETFL)) < 0 || fcntl(pp->c->fd, F_SETFL, fl | O_NONBLOCK) < 0)
         goto fail;
-    }
+    pp->c->flags &= ~REDIS_BLOCK;
+    if (redisAppendCommand(pp->c, "SCRIPT LOAD %s", sr_script) != REDIS_OK ||
+        sr_reply(pp->c, deadline, &r) != 0 || r->type != REDIS_REPLY_STRING ||
+        r->len >= (int)sizeof(pp->sha))
+        goto fail;
     memcpy(pp->sha, r->str, (size_t)r->len + 1);
     freeReplyObject(r);
     return 0;
 fail:
+    if (r != NULL)
+        freeReplyObject(r);
     if (pp->c != NULL)
         sr_drop(pp);
     return -1;
@@ -121,7 +200,7 @@ static unsigned sr_slot(const char *k, size_t len)
  * write in len[] the sizes of the groups that go out as one script call:
  * the whole batch, or with cfg.cluster one group per slot.  Returns the
  * number of groups. */
-static size_t sr_group(struct sluice_redis *t, struct sr_call **b, size_t m, size_t *len)
+static size_t sr_group(struct sluice_redis *t, struct sr_req **b, size_t m, size_t *len)
 {
     unsigned slot[SR_BATCH_MAX];
     size_t g = 0;
@@ -131,7 +210,7 @@ static size_t sr_group(struct sluice_redis *t, struct sr_call **b, size_t m, siz
         return 1;
     }
     for (size_t i = 0; i < m; i++) { /* insertion sort: m <= SR_BATCH_MAX, mostly short */
-        struct sr_call *c = b[i];
+        struct sr_req *c = b[i];
         unsigned sl = sr_slot(c->rkey, c->rlen);
         size_t j = i;
 
@@ -151,7 +230,7 @@ static size_t sr_group(struct sluice_redis *t, struct sr_call **b, size_t m, siz
 }
 
 /* One EVALSHA for the n calls of g[]. */
-static int sr_append(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *const *g,
+static int sr_append(struct sluice_redis *t, struct sr_conn *pp, struct sr_req *const *g,
                      size_t n)
 {
     const char *argv[6 + 3 * SR_BATCH_MAX];
@@ -178,39 +257,26 @@ static int sr_append(struct sluice_redis *t, struct sr_conn *pp, struct sr_call 
     return redisAppendCommandArgv(pp->c, (int)a, argv, lens);
 }
 
-/* Leader only, no lock held: the calls of the batch as one pipeline (one
+/* Leader only, no lock held: the n calls of pp->req as one pipeline (one
  * script call per group, see sr_group), and a second pipeline for those
- * that met NOSCRIPT (Redis restarted or flushed its scripts). */
-static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *const *batch,
-                    size_t n)
+ * that met NOSCRIPT (Redis restarted or flushed its scripts), all by the
+ * batch's earliest deadline. */
+static void sr_send(struct sluice_redis *t, struct sr_conn *pp, size_t n)
 {
-    struct sr_call *b[SR_BATCH_MAX]; /* the calls still to answer */
+    struct sr_req *b[SR_BATCH_MAX]; /* the calls still to answer */
     size_t glen[SR_BATCH_MAX], ng, m = 0, retry;
     uint64_t now = sr_now(), deadline = UINT64_MAX;
 
     for (size_t i = 0; i < n; i++) {
-        batch[i]->status = SR_DOWN;
-        if (batch[i]->deadline <= now)
+        pp->req[i].status = SR_DOWN;
+        if (pp->req[i].deadline <= now)
             continue; /* its time is up: an outage for that caller */
-        if (batch[i]->deadline < deadline)
-            deadline = batch[i]->deadline;
-        b[m++] = batch[i];
+        if (pp->req[i].deadline < deadline)
+            deadline = pp->req[i].deadline;
+        b[m++] = &pp->req[i];
     }
     if (m == 0 || sr_connect(t, pp, deadline) != 0)
         return;
-    now = sr_now();
-    if (now >= deadline)
-        goto broken;
-    /* Each read waits at most the socket timeout: set it to what is left of
-     * the batch's time, but skip the two system calls when the one set is
-     * within an eighth of the timeout of that (the usual case), so a wait
-     * may overrun its deadline by timeout_ns / 8 at most. */
-    if (pp->tv_ns > deadline - now + t->cfg.timeout_ns / 8 ||
-        pp->tv_ns + t->cfg.timeout_ns / 8 < deadline - now) {
-        if (redisSetTimeout(pp->c, sr_tv(deadline - now)) != REDIS_OK)
-            goto broken;
-        pp->tv_ns = deadline - now;
-    }
     for (int attempt = 0; attempt < 2 && m > 0; attempt++) {
         ng = sr_group(t, b, m, glen);
         for (size_t i = 0, at = 0; i < ng; at += glen[i++])
@@ -222,7 +288,7 @@ static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *
         for (size_t i = 0, at = 0; i < ng; at += glen[i++]) {
             redisReply *r;
 
-            if (redisGetReply(pp->c, (void **)&r) != REDIS_OK || r == NULL)
+            if (sr_reply(pp->c, deadline, &r) != 0)
                 goto broken; /* timed out or gone: these and the rest are outages */
             for (size_t j = 0; j < glen[i]; j++) {
                 if (sr_noscript(r) && attempt == 0)
@@ -234,9 +300,10 @@ static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *
         }
         m = retry;
         if (m > 0) {
-            redisReply *r = redisCommand(pp->c, "SCRIPT LOAD %s", sr_script);
+            redisReply *r;
 
-            if (r == NULL)
+            if (redisAppendCommand(pp->c, "SCRIPT LOAD %s", sr_script) != REDIS_OK ||
+                sr_reply(pp->c, deadline, &r) != 0)
                 goto broken;
             if (r->type == REDIS_REPLY_STRING && r->len < (int)sizeof(pp->sha))
                 memcpy(pp->sha, r->str, (size_t)r->len + 1);
@@ -248,8 +315,39 @@ static void sr_send(struct sluice_redis *t, struct sr_conn *pp, struct sr_call *
     }
     return;
 broken:
-    /* a sync context that timed out mid-pipeline is out of step: drop it */
+    /* a context that timed out mid-pipeline is out of step: drop it */
+    for (size_t i = 0; i < m; i++)
+        b[i]->status = SR_DOWN;
     sr_drop(pp);
+}
+
+/* Under the lock: copy call c as request i of pp's batch.  -1 (out of
+ * memory for its key): leave it for the next batch. */
+static int sr_take(struct sr_conn *pp, struct sr_call *c, size_t i, size_t *kused)
+{
+    struct sr_req *q = &pp->req[i];
+
+    if (*kused + c->rlen > pp->kcap) {
+        size_t cap = pp->kcap ? pp->kcap : 4096;
+        char *k;
+
+        while (cap < *kused + c->rlen)
+            cap *= 2;
+        if ((k = realloc(pp->kbuf, cap)) == NULL)
+            return -1;
+        pp->kbuf = k;
+        pp->kcap = cap;
+    }
+    memcpy(pp->kbuf + *kused, c->rkey, c->rlen);
+    q->koff = *kused;
+    q->rlen = c->rlen;
+    q->want = c->want;
+    q->need = c->need;
+    q->deadline = c->deadline;
+    *kused += c->rlen;
+    pp->taken[i] = c;
+    c->slot = &pp->taken[i];
+    return 0;
 }
 
 /*
@@ -278,16 +376,17 @@ static void sr_wake(_Atomic int *state)
 int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
 {
     struct sr_pipe *pp = &t->pipe;
-    struct sr_call *batch[SR_BATCH_MAX], *heir = NULL;
+    struct sr_call *wake[SR_BATCH_MAX], *heir = NULL;
     struct sr_conn *conn;
     struct timespec until;
-    size_t n = 0;
-    int s;
+    size_t n = 0, nw = 0, kused = 0;
+    int s, status;
 
     until.tv_sec = (time_t)(call->deadline / 1000000000u);
     until.tv_nsec = (long)(call->deadline % 1000000000u);
     call->next = NULL;
     call->lead = NULL;
+    call->slot = NULL;
     call->status = SR_DOWN;
     atomic_init(&call->state, SR_QUEUED);
 
@@ -312,9 +411,10 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
     while ((s = atomic_load_explicit(&call->state, memory_order_acquire)) != SR_LEAD) {
         if (s == SR_DONE)
             return call->status;
-        if (s == SR_QUEUED && sr_now() >= call->deadline) {
-            pthread_mutex_lock(&pp->lock); /* the queue, and the state under it */
-            if (atomic_load_explicit(&call->state, memory_order_relaxed) == SR_QUEUED) {
+        if (sr_now() >= call->deadline) {
+            pthread_mutex_lock(&pp->lock); /* the queue, the slots, the state under it */
+            s = atomic_load_explicit(&call->state, memory_order_relaxed);
+            if (s == SR_QUEUED) {
                 /* still queued at the deadline: leave the queue, an outage */
                 struct sr_call **pc = &pp->head;
 
@@ -326,28 +426,53 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
                 pthread_mutex_unlock(&pp->lock);
                 return SR_DOWN;
             }
+            if (s == SR_TAKEN) {
+                /* in a batch not answered yet: the leader answers the others
+                 * and drops ours (it works on a copy), an outage */
+                *call->slot = NULL;
+                pthread_mutex_unlock(&pp->lock);
+                return SR_DOWN;
+            }
             pthread_mutex_unlock(&pp->lock);
-            continue;
+            continue; /* answered, or made leader, meanwhile */
         }
-        /* queued: until the deadline; taken: the leader's socket timeout is
-         * the batch's earliest deadline, never later than ours */
-        sr_sleep(&call->state, s, s == SR_QUEUED ? &until : NULL);
+        sr_sleep(&call->state, s, &until);
     }
 
-    /* Leader: our call first, then everyone queued since. */
+    /* Leader: our call first, then everyone queued since, unless our own
+     * time is up (then the connection goes on to the next in line at once:
+     * leading a batch would keep us past our deadline). */
     conn = call->lead;
-    batch[n++] = call;
     pthread_mutex_lock(&pp->lock);
-    while (pp->head != NULL && n < SR_BATCH_MAX) {
-        batch[n] = pp->head;
-        atomic_store_explicit(&batch[n++]->state, SR_TAKEN, memory_order_relaxed);
-        pp->head = pp->head->next;
+    if (sr_now() < call->deadline && sr_take(conn, call, n, &kused) == 0) {
+        n++;
+        while (pp->head != NULL && n < SR_BATCH_MAX && sr_take(conn, pp->head, n, &kused) == 0) {
+            atomic_store_explicit(&pp->head->state, SR_TAKEN, memory_order_relaxed);
+            pp->head = pp->head->next;
+            n++;
+        }
+        if (pp->head == NULL)
+            pp->tail = &pp->head;
     }
-    if (pp->head == NULL)
-        pp->tail = &pp->head;
     pthread_mutex_unlock(&pp->lock);
-    sr_send(t, conn, batch, n);
+    for (size_t i = 0; i < n; i++) /* kbuf is final now */
+        conn->req[i].rkey = conn->kbuf + conn->req[i].koff;
+    if (n > 0)
+        sr_send(t, conn, n);
     pthread_mutex_lock(&pp->lock);
+    status = n > 0 ? conn->req[0].status : SR_DOWN;
+    if (n > 0)
+        call->reply = conn->req[0].reply;
+    for (size_t i = 1; i < n; i++) {
+        struct sr_call *c = conn->taken[i];
+
+        if (c == NULL)
+            continue; /* gave up at its deadline: its answer is dropped */
+        c->status = conn->req[i].status;
+        c->reply = conn->req[i].reply;
+        atomic_store_explicit(&c->state, SR_DONE, memory_order_release);
+        wake[nw++] = c;
+    }
     if (pp->head != NULL) { /* hand the connection to the next in line */
         heir = pp->head;
         pp->head = heir->next;
@@ -361,9 +486,7 @@ int sr_pipe_call(struct sluice_redis *t, struct sr_call *call)
     pthread_mutex_unlock(&pp->lock);
     if (heir != NULL)
         sr_wake(&heir->state);
-    for (size_t i = 1; i < n; i++) {
-        atomic_store_explicit(&batch[i]->state, SR_DONE, memory_order_release);
-        sr_wake(&batch[i]->state); /* it may have returned already: harmless */
-    }
-    return call->status;
+    for (size_t i = 0; i < nw; i++)
+        sr_wake(&wake[i]->state); /* it may have returned already: harmless */
+    return status;
 }

@@ -51,21 +51,38 @@ struct sr_call {
     struct sr_reply reply;
     int status;           /* SR_OK, SR_DOWN, SR_ERROR; valid once SR_DONE */
     struct sr_conn *lead; /* the connection handed over with SR_LEAD */
+    struct sr_call **slot; /* while SR_TAKEN: the leader's pointer to us (under the lock) */
     /* SR_QUEUED -> SR_TAKEN (in a leader's batch) -> SR_DONE, or
-     * SR_QUEUED -> SR_LEAD (send the next batch), or SR_QUEUED -> SR_DONE
-     * (gave up at the deadline).  The caller sleeps on it (a futex).
-     * Release stores of SR_LEAD and SR_DONE publish lead, status and reply
-     * to the caller's acquire load. */
+     * SR_QUEUED -> SR_LEAD (send the next batch); at its deadline a caller
+     * gives up, under the queue's lock: unlinked if SR_QUEUED, and if
+     * SR_TAKEN its slot in the leader's batch cleared (the leader works on
+     * its own copy of the request and delivers only to slots still set).
+     * The caller sleeps on it (a futex).  Release stores of SR_LEAD and
+     * SR_DONE publish lead, status and reply to the caller's acquire load. */
     _Atomic int state;
 };
 
-/* One synchronous connection; all but `busy` belong to its leader. */
+/* A call of a batch as its leader keeps it: the request copied (its caller
+ * may give up and return meanwhile), and the answer. */
+struct sr_req {
+    const char *rkey;
+    size_t rlen, koff; /* the key at kbuf + koff */
+    uint64_t want, need, deadline;
+    struct sr_reply reply;
+    int status;
+};
+
+/* One synchronous connection; all but `busy` belong to its leader.  The
+ * socket is non-blocking: every wait is a ppoll() bounded by a deadline. */
 struct sr_conn {
     int busy;              /* a leader owns it (under sr_pipe.lock) */
     redisContext *c;
-    uint64_t tv_ns;        /* the socket timeout set on c */
     uint64_t next_connect;
     char sha[41];          /* of sr_script as loaded */
+    struct sr_req *req;    /* SR_BATCH_MAX: the batch being sent */
+    struct sr_call **taken; /* SR_BATCH_MAX: their callers, NULL once gone (under the lock) */
+    char *kbuf;            /* the batch's keys */
+    size_t kcap;
 };
 
 /* The synchronous connections: a leader per connection does the I/O of a
