@@ -150,7 +150,9 @@ SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
  * from Redis plus this host's lease, retry_after_ns from Redis on a denial),
  * with the SLUICE_REDIS_F_* flags that say how it was decided.
  * cost 0 charges nothing, returns SLUICE_ALLOW and reports the key's state
- * (a round trip; an outage reports it through the flags).
+ * (a round trip; in an outage it still returns SLUICE_ALLOW, with
+ * remaining and retry_after_ns 0 and the flag fail_open would give,
+ * SLUICE_REDIS_F_FAILED_OPEN or _CLOSED, counted as such in the stats).
  * Returns SLUICE_ALLOW, SLUICE_DENY (a limit, or an outage with fail_open 0:
  * see flags), or, charging nothing:
  *   -EINVAL       t NULL, or key NULL with len > 0;

@@ -226,8 +226,11 @@ int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost
         sr_log(t, SR_LOG_OUTAGE, SLUICE_REDIS_LOG_ERR,
                open ? "Redis unreachable or too slow: failing open (requests allowed)"
                     : "Redis unreachable or too slow: failing closed (requests denied)");
-        sr_fill(t, res, 0, open ? 0 : t->cfg.reconnect_ns, 0,
+        /* cost 0 charges nothing and allows, the flag tells of the outage */
+        sr_fill(t, res, 0, open || cost == 0 ? 0 : t->cfg.reconnect_ns, 0,
                 open ? SLUICE_REDIS_F_FAILED_OPEN : SLUICE_REDIS_F_FAILED_CLOSED);
+        if (cost == 0)
+            return SLUICE_ALLOW;
         return open ? sr_charge_local(t, key, len, cost) : SLUICE_DENY;
     }
     if (atomic_exchange_explicit(&t->down, 0, memory_order_relaxed))

@@ -228,6 +228,13 @@ static void redis_killed(void)
     CHECK_EQ(atomic_load(&log_count), 2);
     CHECK(strstr(log_last, "failing closed") != NULL || strstr(log_last, "failing open") != NULL);
     CHECK(slowest < 10 * 100000000ull); /* generous: the point is "not forever" */
+    /* cost 0 charges nothing and allows even in an outage, which the flag
+     * reports (the first version denied it when failing closed) */
+    CHECK_EQ(sluice_redis_acquire(closed_t, "k", 1, 0, &rc), SLUICE_ALLOW);
+    CHECK_EQ(rc.flags & SLUICE_REDIS_F_FAILED_CLOSED, SLUICE_REDIS_F_FAILED_CLOSED);
+    CHECK_EQ(rc.retry_after_ns, 0);
+    CHECK_EQ(sluice_redis_acquire(open_t, "k", 1, 0, &ro), SLUICE_ALLOW);
+    CHECK_EQ(ro.flags & SLUICE_REDIS_F_FAILED_OPEN, SLUICE_REDIS_F_FAILED_OPEN);
     printf("redis killed: 20 fail-open allowed, 20 fail-closed denied, flagged; %d log lines "
            "(\"%s\"); slowest pair %.1f ms\n",
            atomic_load(&log_count), log_last, (double)slowest / 1e6);
