@@ -84,7 +84,8 @@ struct sluice_redis_config {
     uint64_t burst;             /* 0: count */
     uint64_t lease;             /* units taken per round trip; <= 1: no leases */
     uint64_t lease_ttl_ns;      /* unspent leases expire; default period_ns */
-    uint64_t timeout_ns;        /* longest wait for Redis of any call (+1/8); default 50 ms */
+    uint64_t timeout_ns;        /* longest wait for Redis of any call (+1/8); default 50 ms,
+                                   at most one hour */
     uint64_t reconnect_ns;      /* between reconnection attempts; default 1 s */
     int fail_open;              /* Redis down: 1 allow, 0 deny (default) */
     sluice_t *local;            /* first tier, optional; not owned */
@@ -123,7 +124,8 @@ SLUICE_REDIS_API void sluice_redis_config_init(struct sluice_redis_config *cfg);
 
 /*
  * 0, or:
- *   -EINVAL  NULL argument, count, period_ns or timeout_ns 0, NULL host or
+ *   -EINVAL  NULL argument, count, period_ns or timeout_ns 0, timeout_ns
+ *            above one hour (3600 * 10^9 ns), NULL host or
  *            prefix, connections above 8, a prefix with '{' or '}' (it would take the hash tag
  *            away from the keys), or a limit the script cannot keep exact
  *            (1000 * count / gcd(period_ns, 1000 * count) or

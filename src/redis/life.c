@@ -31,7 +31,7 @@ SR_API int sluice_redis_create(const struct sluice_redis_config *cfg, sluice_red
     uint64_t burst;
 
     if (cfg == NULL || out == NULL || cfg->count == 0 || cfg->period_ns == 0 ||
-        cfg->timeout_ns == 0 || cfg->host == NULL || cfg->prefix == NULL ||
+        cfg->timeout_ns == 0 || cfg->timeout_ns > SR_TIMEOUT_MAX || cfg->host == NULL || cfg->prefix == NULL ||
         strpbrk(cfg->prefix, "{}") != NULL || cfg->connections > SR_CONNS_MAX)
         return -EINVAL;
     t = calloc(1, sizeof(*t));

@@ -19,6 +19,8 @@
 #define SR_LEASE_LOCKS 64 /* stripes: a lease hit takes one short lock */
 #define SR_BATCH_MAX 256  /* calls in one pipelined round trip at most */
 #define SR_CONNS_MAX 8
+/* timeout_ns at most: an hour, so a deadline (now + timeout_ns) never wraps */
+#define SR_TIMEOUT_MAX (UINT64_C(3600) * 1000000000u)
 
 /* The script's integer parameters: T = p/q us per unit, tau = burst * T. */
 struct sr_params {

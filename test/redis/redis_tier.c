@@ -354,6 +354,22 @@ static void refused(void)
     cfg.count = 2000000000000ull; /* 2e12/s: representable now */
     CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
     sluice_redis_destroy(t);
+    /* timeouts beyond an hour are refused: the first version took
+     * UINT64_MAX, whose deadline wrapped, and every call was an outage */
+    cfg.timeout_ns = UINT64_MAX;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), -EINVAL);
+    cfg.timeout_ns = 3600 * NS_PER_S + 1;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), -EINVAL);
+    cfg.timeout_ns = 3600 * NS_PER_S;
+    cfg.port = port;
+    CHECK_EQ(sluice_redis_create(&cfg, &t), 0);
+    if (t != NULL) {
+        struct sluice_result r;
+
+        CHECK_EQ(sluice_redis_acquire(t, "hour", 4, 1, &r), SLUICE_ALLOW);
+        CHECK_EQ(r.flags & 0xff00u, 0);
+        sluice_redis_destroy(t);
+    }
 }
 
 struct mixed {
