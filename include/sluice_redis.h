@@ -165,7 +165,9 @@ SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
  * The local tier is checked read-only first (sluice_peek) and charged only
  * after the global limit admitted, so a global denial never spends local
  * capacity; a local charge that then loses a race to another thread denies
- * the request with the global unit spent (conservative, never over).
+ * the request with the global unit spent (conservative, never over); res
+ * then describes that local denial (SLUICE_REDIS_F_LOCAL, the local tier's
+ * limit and retry_after_ns), and it counts in local_denied.
  * Waits for Redis at most timeout_ns plus an eighth of it, whatever other
  * callers do: one deadline (the call's start plus timeout_ns) bounds all of
  * its waits (connecting, every read of the reply, a NOSCRIPT reload, the

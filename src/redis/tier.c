@@ -140,13 +140,26 @@ static void sr_fill(struct sluice_redis *t, struct sluice_result *res, uint64_t 
     res->flags = flags;
 }
 
-/* The local tier is charged only once the global tier admitted. */
-static int sr_charge_local(struct sluice_redis *t, const void *key, size_t len, uint64_t cost)
+/* The local tier is charged only once the global tier admitted.  A charge
+ * that lost a race with another thread since the peek denies, the global
+ * unit staying spent, and *res then describes that local denial. */
+static int sr_charge_local(struct sluice_redis *t, const void *key, size_t len, uint64_t cost,
+                           struct sluice_result *res)
 {
+    struct sluice_result lres;
+    int rc;
+
     if (t->cfg.local == NULL || cost == 0)
         return SLUICE_ALLOW;
-    /* lost a local race: deny, the global unit stays spent */
-    return sluice_acquire(t->cfg.local, key, len, cost, NULL);
+    rc = sluice_acquire(t->cfg.local, key, len, cost, res != NULL ? &lres : NULL);
+    if (rc == SLUICE_DENY) {
+        atomic_fetch_add_explicit(&t->local_denied, 1, memory_order_relaxed);
+        if (res != NULL) {
+            *res = lres;
+            res->flags |= SLUICE_REDIS_F_LOCAL;
+        }
+    }
+    return rc;
 }
 
 /*
@@ -178,7 +191,7 @@ int sr_precheck(struct sluice_redis *t, const void *key, size_t len, uint64_t co
             atomic_fetch_add_explicit(&t->lease_hits, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&t->redis_allowed, 1, memory_order_relaxed);
             sr_fill(t, res, left, 0, 0, SLUICE_REDIS_F_LEASE);
-            return sr_charge_local(t, key, len, cost);
+            return sr_charge_local(t, key, len, cost, res);
         case -1:
             atomic_fetch_add_explicit(&t->cached_denials, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&t->redis_denied, 1, memory_order_relaxed);
@@ -231,7 +244,7 @@ int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost
                 open ? SLUICE_REDIS_F_FAILED_OPEN : SLUICE_REDIS_F_FAILED_CLOSED);
         if (cost == 0)
             return SLUICE_ALLOW;
-        return open ? sr_charge_local(t, key, len, cost) : SLUICE_DENY;
+        return open ? sr_charge_local(t, key, len, cost, res) : SLUICE_DENY;
     }
     if (atomic_exchange_explicit(&t->down, 0, memory_order_relaxed))
         sr_log(t, SR_LOG_RECOVERY, SLUICE_REDIS_LOG_NOTICE, "Redis answers again");
@@ -258,7 +271,7 @@ int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost
     if (t->cfg.lease > 1 && leftover > 0)
         sr_lease_keep(t, key, len, leftover, 0);
     sr_fill(t, res, rep->remaining + leftover, 0, rep->reset_ns, 0);
-    return sr_charge_local(t, key, len, cost);
+    return sr_charge_local(t, key, len, cost, res);
 }
 
 SR_API int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len, uint64_t cost,

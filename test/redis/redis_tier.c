@@ -130,6 +130,66 @@ static void local_first(void)
     sluice_destroy(local);
 }
 
+/* Two threads on one fresh key, the local tier 1 per hour: both peek
+ * ALLOW, both are admitted globally, one loses the local charge.  Its DENY
+ * must say so (the local decision, F_LOCAL), not carry the global ALLOW's
+ * numbers (the first version: flags 0, retry_after 0). */
+struct racer {
+    sluice_redis_t *t;
+    pthread_barrier_t *bar;
+    int id, rc[20];
+    struct sluice_result res[20];
+};
+
+static void *racer_main(void *arg)
+{
+    struct racer *r = arg;
+    char key[16];
+
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "race-%d", i);
+        pthread_barrier_wait(r->bar);
+        r->rc[i] = sluice_redis_acquire(r->t, key, strlen(key), 1, &r->res[i]);
+    }
+    return NULL;
+}
+
+static void local_race(void)
+{
+    struct sluice_config cfg;
+    sluice_t *local;
+    sluice_redis_t *t;
+    pthread_barrier_t bar;
+    struct racer r[2];
+    int lost = 0, bad = 0;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_GCRA, 1, 3600 * NS_PER_S);
+    CHECK_EQ(sluice_create(&cfg, &local), 0);
+    t = tier(1000000, NS_PER_S, 0, 0, local);
+    pthread_barrier_init(&bar, NULL, 2);
+    for (int i = 0; i < 2; i++)
+        r[i] = (struct racer){.t = t, .bar = &bar, .id = i};
+    t_run_threads(2, racer_main, r, sizeof(r[0]));
+    for (int i = 0; i < 20; i++) {
+        for (int j = 0; j < 2; j++) {
+            const struct sluice_result *s = &r[j].res[i];
+
+            if (r[j].rc[i] != SLUICE_DENY)
+                continue;
+            lost++;
+            bad += !(s->flags & SLUICE_REDIS_F_LOCAL) || s->limit != 1 ||
+                   s->retry_after_ns < 3000 * NS_PER_S;
+        }
+        CHECK_EQ(r[0].rc[i] + r[1].rc[i], 1); /* one allowed, one denied */
+    }
+    CHECK_EQ(bad, 0);
+    printf("local race: %d of 20 denials, %d without the local decision\n", lost, bad);
+    pthread_barrier_destroy(&bar);
+    sluice_redis_destroy(t);
+    sluice_destroy(local);
+}
+
 /* A global denial says when to retry, and the wait is honoured. */
 static void global_retry(void)
 {
@@ -476,6 +536,7 @@ int main(void)
     global_bound(1000000, NS_PER_S, 0, 0, "global-c");
     global_bound(1000000, NS_PER_S, 0, 64, "global-d");
     local_first();
+    local_race();
     global_retry();
     script_flushed();
     redis_stopped();
