@@ -21,7 +21,9 @@
  * hosts together can admit up to hosts * lease units more than the global
  * GCRA alone would (the stated over-admission bound).  A host holds at most
  * `lease` unspent units per key (concurrent refills beyond that are dropped,
- * never over-admitted).  Leases expire after lease_ttl_ns unspent.
+ * never over-admitted).  Leases expire lease_ttl_ns after they were taken
+ * (a global denial of the key meanwhile does not extend them; a refill
+ * taken while units remain restarts the time of all units held).
  *
  * A global denial comes with the time the key's TAT allows the next unit;
  * until then the same host denies that key without asking Redis (other

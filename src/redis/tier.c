@@ -118,9 +118,14 @@ static void sr_lease_keep(struct sluice_redis *t, const void *key, size_t len, u
         l->units = 0;
     /* Two threads that both missed may both have fetched a lease: keep at
      * most one lease's worth, so the hosts * lease bound holds (the rest
-     * was charged in Redis and is dropped: fewer admitted, never more). */
-    l->units = l->units + units > t->cfg.lease ? t->cfg.lease : l->units + units;
-    l->expires = now + t->cfg.lease_ttl_ns;
+     * was charged in Redis and is dropped: fewer admitted, never more).
+     * Only units just taken start a new time to live: a denial leaves the
+     * lease's expiry as it was (it re-armed it, and leases outlived
+     * lease_ttl_ns). */
+    if (units > 0) {
+        l->units = l->units + units > t->cfg.lease ? t->cfg.lease : l->units + units;
+        l->expires = now + t->cfg.lease_ttl_ns;
+    }
     l->deny_until = deny_until;
 out:
     pthread_mutex_unlock(&t->lease_lock[b % SR_LEASE_LOCKS]);

@@ -190,6 +190,48 @@ static void local_race(void)
     sluice_destroy(local);
 }
 
+static void sleep_until(uint64_t t)
+{
+    uint64_t now = mono();
+
+    if (now < t)
+        usleep((useconds_t)((t - now) / 1000));
+}
+
+/* A lease expires lease_ttl_ns after it was taken, whatever happens to the
+ * key meanwhile: a global denial re-armed its expiry in the first version
+ * (a lease 600 ms old served with lease_ttl_ns 400 ms). */
+static void lease_ttl(void)
+{
+    struct sluice_redis_config cfg;
+    sluice_redis_t *a, *b;
+    struct sluice_result r;
+    uint64_t t0;
+
+    sluice_redis_config_init(&cfg);
+    cfg.port = port;
+    cfg.count = 10; /* 10/s, burst 10 */
+    cfg.period_ns = NS_PER_S;
+    cfg.timeout_ns = NS_PER_S * slow_factor();
+    cfg.prefix = "ttl:";
+    CHECK_EQ(sluice_redis_create(&cfg, &b), 0);
+    cfg.lease = 5;
+    cfg.lease_ttl_ns = 400000000;
+    CHECK_EQ(sluice_redis_create(&cfg, &a), 0);
+    t0 = mono();
+    CHECK_EQ(sluice_redis_acquire(a, "k", 1, 1, &r), SLUICE_ALLOW); /* takes 5, keeps 4 */
+    CHECK_EQ(sluice_redis_acquire(b, "k", 1, 5, &r), SLUICE_ALLOW); /* Redis is empty */
+    sleep_until(t0 + 350000000);
+    /* more than the lease: asks Redis, denied until about 500 ms */
+    CHECK_EQ(sluice_redis_acquire(a, "k", 1, 5, &r), SLUICE_DENY);
+    sleep_until(t0 + 600000000);
+    /* the lease is 600 ms old: gone, this asks Redis */
+    CHECK_EQ(sluice_redis_acquire(a, "k", 1, 1, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.flags & SLUICE_REDIS_F_LEASE, 0);
+    sluice_redis_destroy(a);
+    sluice_redis_destroy(b);
+}
+
 /* A global denial says when to retry, and the wait is honoured. */
 static void global_retry(void)
 {
@@ -537,6 +579,7 @@ int main(void)
     global_bound(1000000, NS_PER_S, 0, 64, "global-d");
     local_first();
     local_race();
+    lease_ttl();
     global_retry();
     script_flushed();
     redis_stopped();
