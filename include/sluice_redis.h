@@ -25,9 +25,12 @@
  * (a global denial of the key meanwhile does not extend them; a refill
  * taken while units remain restarts the time of all units held).
  *
- * A global denial comes with the time the key's TAT allows the next unit;
- * until then the same host denies that key without asking Redis (other
- * hosts can only push the TAT later), so repeated denials stay in-process.
+ * A global denial comes with the time the key's TAT allows the units asked;
+ * the same host then denies that key without asking Redis while the cost
+ * asked could not pass either: until that time for the same cost, one
+ * emission interval (period_ns / count) later per unit more, earlier per
+ * unit less (other hosts can only push the TAT later), so repeated denials
+ * stay in-process.  Units held in a lease are spent first.
  *
  * Concurrency: callers of one tier share its connections (`connections`,
  * default 2).  Calls that arrive while round trips are in flight go out

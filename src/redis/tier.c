@@ -54,11 +54,38 @@ static size_t sr_bucket(const void *key, size_t len)
     return (size_t)(h % SR_LEASE_BUCKETS);
 }
 
+/* k units of the global limit in ns (k * period_ns / count), rounded down
+ * or up, at most UINT64_MAX. */
+static uint64_t sr_units_ns(struct sluice_redis *t, uint64_t k, int up)
+{
+    __extension__ unsigned __int128 v = (unsigned __int128)k * t->cfg.period_ns;
+
+    v = (v + (up ? t->cfg.count - 1 : 0)) / t->cfg.count;
+    return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+/* Redis denied `need` units until `until`: when `cost` units could pass at
+ * the earliest (other hosts can only push the key's TAT later; one unit
+ * more or less moves it by the emission interval).  Rounded to the early
+ * side: the cache denies only what Redis would deny. */
+static uint64_t sr_deny_until(struct sluice_redis *t, const struct sr_lease *l, uint64_t cost)
+{
+    uint64_t d;
+
+    if (cost >= l->deny_need) {
+        d = sr_units_ns(t, cost - l->deny_need, 0);
+        return l->deny_until > UINT64_MAX - d ? UINT64_MAX : l->deny_until + d;
+    }
+    d = sr_units_ns(t, l->deny_need - cost, 1);
+    return l->deny_until > d ? l->deny_until - d : 0;
+}
+
 /*
- * 1: cost spent from this key's lease, *left what remains of it;
- * -1: Redis denied this key until a time not yet reached (other hosts can
- * only move its TAT later, so asking again would be denied too: the denial
- * stays in the process), *retry set; 0: ask Redis.
+ * 1: cost spent from this key's lease (units already charged in Redis),
+ * *left what remains of it; -1: Redis denied this key `need` units until a
+ * time from which `cost` units could not pass yet (other hosts can only
+ * move its TAT later, so asking again would be denied too: the denial stays
+ * in the process), *retry set; 0: ask Redis.
  */
 static int sr_lease_spend(struct sluice_redis *t, const void *key, size_t len, uint64_t cost,
                           uint64_t *retry, uint64_t *left)
@@ -75,13 +102,15 @@ static int sr_lease_spend(struct sluice_redis *t, const void *key, size_t len, u
             continue;
         }
         if (l->len == len && memcmp(l->key, key, len) == 0) {
-            if (l->deny_until > now) {
-                *retry = l->deny_until - now;
-                rc = -1;
-            } else if (l->expires > now && l->units >= cost) {
+            uint64_t until;
+
+            if (l->expires > now && l->units >= cost) {
                 l->units -= cost;
                 *left = l->units;
                 rc = 1;
+            } else if (l->deny_until > now && (until = sr_deny_until(t, l, cost)) > now) {
+                *retry = until - now;
+                rc = -1;
             }
             break;
         }
@@ -91,10 +120,10 @@ static int sr_lease_spend(struct sluice_redis *t, const void *key, size_t len, u
     return rc;
 }
 
-/* Remember a lease of `units` more (at most `lease` held), or a denial
- * until `deny_until`. */
+/* Remember a lease of `units` more (at most `lease` held), or a denial of
+ * `need` units until `deny_until`. */
 static void sr_lease_keep(struct sluice_redis *t, const void *key, size_t len, uint64_t units,
-                          uint64_t deny_until)
+                          uint64_t deny_until, uint64_t need)
 {
     size_t b = sr_bucket(key, len);
     struct sr_lease **head = &t->leases[b], *l;
@@ -127,6 +156,7 @@ static void sr_lease_keep(struct sluice_redis *t, const void *key, size_t len, u
         l->expires = now + t->cfg.lease_ttl_ns;
     }
     l->deny_until = deny_until;
+    l->deny_need = need;
 out:
     pthread_mutex_unlock(&t->lease_lock[b % SR_LEASE_LOCKS]);
 }
@@ -267,14 +297,14 @@ int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost
     if (rep->granted < cost) {
         atomic_fetch_add_explicit(&t->redis_denied, 1, memory_order_relaxed);
         if (rep->retry_ns > 0)
-            sr_lease_keep(t, key, len, 0, sr_now() + rep->retry_ns);
+            sr_lease_keep(t, key, len, 0, sr_now() + rep->retry_ns, cost);
         sr_fill(t, res, rep->remaining, rep->retry_ns ? rep->retry_ns : 1, rep->reset_ns, 0);
         return SLUICE_DENY;
     }
     atomic_fetch_add_explicit(&t->redis_allowed, 1, memory_order_relaxed);
     leftover = rep->granted - cost;
     if (t->cfg.lease > 1 && leftover > 0)
-        sr_lease_keep(t, key, len, leftover, 0);
+        sr_lease_keep(t, key, len, leftover, 0, 0);
     sr_fill(t, res, rep->remaining + leftover, 0, rep->reset_ns, 0);
     return sr_charge_local(t, key, len, cost, res);
 }

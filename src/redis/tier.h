@@ -99,7 +99,8 @@ struct sr_pipe {
 struct sr_lease {
     struct sr_lease *next;
     uint64_t units, expires;
-    uint64_t deny_until; /* Redis said no until then: no need to ask */
+    uint64_t deny_until; /* Redis said no to deny_need units until then */
+    uint64_t deny_need;
     size_t len;
     char key[];
 };

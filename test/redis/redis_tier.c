@@ -232,6 +232,31 @@ static void lease_ttl(void)
     sluice_redis_destroy(b);
 }
 
+/* The denial cache answers for the cost it was told about: after a cost-5
+ * denial a cost-1 request that Redis has room for is asked, not denied;
+ * after a cost-1 denial a cost-10 request waits the whole refill (the first
+ * version: denied from cache, and 100 ms instead of about 1 s). */
+static void deny_cost(void)
+{
+    sluice_redis_t *t;
+    struct sluice_result r;
+
+    next_burst = 10;
+    t = tier(10, NS_PER_S, 0, 0, NULL); /* 10/s, burst 10 */
+    next_burst = 0;
+    CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 8, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 5, &r), SLUICE_DENY); /* 3 short */
+    CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 1, &r), SLUICE_ALLOW); /* 2 left */
+    CHECK_EQ(r.flags & SLUICE_REDIS_F_CACHED, 0);
+    CHECK_EQ(sluice_redis_acquire(t, "dc-b", 4, 10, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "dc-b", 4, 1, &r), SLUICE_DENY); /* ~100 ms */
+    CHECK_EQ(sluice_redis_acquire(t, "dc-b", 4, 10, &r), SLUICE_DENY);
+    CHECK(r.retry_after_ns >= NS_PER_S / 2); /* ~900 ms: the whole burst */
+    printf("denial cache: cost 10 after a cost-1 denial: retry after %.0f ms\n",
+           (double)r.retry_after_ns / 1e6);
+    sluice_redis_destroy(t);
+}
+
 /* A global denial says when to retry, and the wait is honoured. */
 static void global_retry(void)
 {
@@ -580,6 +605,7 @@ int main(void)
     local_first();
     local_race();
     lease_ttl();
+    deny_cost();
     global_retry();
     script_flushed();
     redis_stopped();
