@@ -47,6 +47,14 @@
  * (WRONGTYPE on the key, a script error) is not an outage: it returns
  * -EPROTO, is counted in error_replies and never admits.
  *
+ * ABI note: struct sluice_redis_config and struct sluice_redis_stats have
+ * grown at their ends (the fields after "appended:") while the library's
+ * soname stayed libsluice-redis.so.1.  sluice_redis_config_init() and
+ * sluice_redis_stats() write, and sluice_redis_create() reads, the whole
+ * struct as this header declares it, so a program built against an older
+ * header must be rebuilt: run against this library, those calls would
+ * write and read past its smaller structs.
+ *
  * Redis Cluster: set `cluster`; each script call then touches keys of one
  * slot only, so it runs on the node that owns that slot (redirections are
  * not followed: connect to it).  Put a hash tag in the key ("{user42}:api")
@@ -153,9 +161,13 @@ SLUICE_REDIS_API void sluice_redis_destroy(sluice_redis_t *t);
  * Decide `cost` units for `key`: the local tier first (if any), then the
  * global limit (a lease, or one round trip shared with concurrent callers).
  * res (may be NULL) describes the local decision when it denied
- * (SLUICE_REDIS_F_LOCAL), else the global one (limit = count, remaining
- * from Redis plus this host's lease, retry_after_ns from Redis on a denial),
- * with the SLUICE_REDIS_F_* flags that say how it was decided.
+ * (SLUICE_REDIS_F_LOCAL), else the global one (limit = count,
+ * retry_after_ns from Redis on a denial), with the SLUICE_REDIS_F_* flags
+ * that say how it was decided.  remaining is an estimate, and comes three
+ * ways: after a round trip that admitted, what Redis reported plus the
+ * units this call leased; from a lease hit (SLUICE_REDIS_F_LEASE, no round
+ * trip), the units left in this host's lease only; after a denial or with
+ * cost 0, what Redis reported alone (this host's lease not included).
  * cost 0 charges nothing, returns SLUICE_ALLOW and reports the key's state
  * (a round trip; in an outage it still returns SLUICE_ALLOW, with
  * remaining and retry_after_ns 0 and the flag fail_open would give,
