@@ -65,12 +65,16 @@ static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t no
         return 0;
     freed = sl_table_reap_some(s, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
     for (unsigned k = 1; k < l->nshards && freed == 0 && budget > 0; k++) {
-        /* relaxed: only spreads the scans over the shards */
-        unsigned next = exhaustive ? (unsigned)(s - l->shards) + k
-                                   : atomic_fetch_add_explicit(&l->reap_next, 1,
-                                                               memory_order_relaxed);
-        struct sl_shard *o = &l->shards[next & (l->nshards - 1)];
-        if (o == s || !sl_shard_trylock(o))
+        /* Some other shard: the next in turn (relaxed: only spreads the
+         * scans over the shards), counted from s so that a turn never
+         * falls on s itself, which with two shards left the only other
+         * one unscanned. */
+        unsigned step = exhaustive ? k
+                                   : 1 + (unsigned)(atomic_fetch_add_explicit(&l->reap_next, 1,
+                                                                              memory_order_relaxed) %
+                                                    (l->nshards - 1));
+        struct sl_shard *o = &l->shards[((unsigned)(s - l->shards) + step) & (l->nshards - 1)];
+        if (!sl_shard_trylock(o))
             continue;
         if (exhaustive)
             budget = UINT64_MAX;

@@ -321,18 +321,22 @@ static bool sl_shm_reserve(struct sluice *l, struct sl_shm_shard *s, uint64_t no
             if (atomic_compare_exchange_weak_explicit(&m->hdr->nkeys, &n, n + 1,
                                                       memory_order_relaxed, memory_order_relaxed))
                 return true;
-        if (pass == 1 || sl_shm_reap_some(l, s, now, &budget, SL_ROOM_REMOVE) != 0)
-            continue;
-        for (unsigned k = 1; k < l->nshards && budget > 0; k++) {
-            unsigned next = atomic_fetch_add_explicit(&m->hdr->reap_next, 1, memory_order_relaxed);
-            struct sl_shm_shard *o = &m->shards[next & (l->nshards - 1)];
-            size_t freed;
-            if (o == s || !sl_shm_trylock(l, o))
+        if (pass == 1)
+            break;
+        /* own shard first, then the others in turn until one frees room
+         * (then nkeys is read again: a room freed in s used to be missed) */
+        size_t freed = sl_shm_reap_some(l, s, now, &budget, SL_ROOM_REMOVE);
+        for (unsigned k = 1; freed == 0 && k < l->nshards && budget > 0; k++) {
+            /* another shard in turn, never s (as sl_reap_for_room) */
+            unsigned step = 1 + (unsigned)(atomic_fetch_add_explicit(&m->hdr->reap_next, 1,
+                                                                     memory_order_relaxed) %
+                                           (l->nshards - 1));
+            struct sl_shm_shard *o = &m->shards[((unsigned)(s - m->shards) + step) &
+                                                (l->nshards - 1)];
+            if (!sl_shm_trylock(l, o))
                 continue;
             freed = sl_shm_reap_some(l, o, now, &budget, SL_ROOM_REMOVE);
             sl_shm_release(o);
-            if (freed != 0)
-                break;
         }
         n = sl_load_rlx(&m->hdr->nkeys);
     }

@@ -55,6 +55,41 @@ static void new_keys_take_idle_rooms(unsigned shards)
     sluice_destroy(l);
 }
 
+/* One idle key in another shard, found whatever the rotation over shards:
+ * with 2 shards, the turn that came to the new key's own shard skipped the
+ * scan of the only other one (7 of 40 new keys denied as full). */
+static void the_other_shard_is_scanned(bool shared)
+{
+    unsigned admitted = 0;
+    char path[128];
+
+    if (shared && access("/dev/shm", W_OK) != 0)
+        return;
+    for (unsigned i = 0; i < 40; i++) {
+        sluice_t *l;
+        struct sluice_result r;
+        if (shared) {
+            struct sluice_config cfg;
+            sluice_config_init(&cfg);
+            sluice_policy_add(&cfg.policy, SLUICE_GCRA, 10, NS_PER_S);
+            cfg.max_keys = 1;
+            cfg.shards = 2;
+            t_shm_path(path, sizeof(path), "full-other");
+            l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+        } else
+            l = make(1, 2, 0, 0, NULL);
+        char key[16];
+        size_t n = (size_t)snprintf(key, sizeof(key), "new%u", i);
+        CHECK_EQ(sluice_acquire_at(l, "old", 3, 10, 0, NULL), SLUICE_ALLOW);
+        int rc = sluice_acquire_at(l, key, n, 1, 10 * NS_PER_S, &r);
+        admitted += rc == SLUICE_ALLOW && !(r.flags & SLUICE_F_FULL);
+        sluice_destroy(l);
+        if (shared)
+            CHECK_EQ(sluice_unlink_shared(path), 0);
+    }
+    CHECK_EQ(admitted, 40);
+}
+
 /* Keys still busy are never reaped: a new key is full, the old ones keep
  * their exact state. */
 static void busy_keys_stay(void)
@@ -125,6 +160,8 @@ int main(void)
     new_keys_take_idle_rooms(1);
     new_keys_take_idle_rooms(0);
     new_keys_take_idle_rooms(64);
+    the_other_shard_is_scanned(false);
+    the_other_shard_is_scanned(true);
     busy_keys_stay();
     huge_reap_interval();
     return t_done("full_table");
