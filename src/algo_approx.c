@@ -135,6 +135,12 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
         at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * (v.cur ? 2 : 1));
         out->reset_after = at > now ? at - now : 0;
     }
+    /* a charge lands in window idx's count, which then weighs on the next */
+    out->reset_charged = out->reset_after;
+    if (cost != 0) {
+        at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * 2);
+        out->reset_charged = at > now ? at - now : 0;
+    }
     if (room >= (sl_i128)((sl_u128)cost * lim->width)) {
         out->retry_after = 0;
         return SL_OK;

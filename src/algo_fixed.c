@@ -92,6 +92,8 @@ static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
     /* used may exceed count: state carried from a higher count is kept */
     out->remaining = lim->def.count - sl_min64(used, lim->def.count);
     out->reset_after = used ? (end > now ? end - now : 0) : 0;
+    /* a charge lands in window idx, which then has units until its end */
+    out->reset_charged = used || cost ? (end > now ? end - now : 0) : 0;
     if (used + cost <= lim->def.count) {
         out->retry_after = 0;
         return SL_OK;

@@ -173,6 +173,7 @@ static int gcra_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
         return need <= lim->tau ? SL_OK : SL_NO;
     out->remaining = gap >= lim->tau ? 0 : sl_u128_sat((lim->tau - gap) / lim->p);
     out->reset_after = gcra_ceil_ns(lim, gap);
+    out->reset_charged = gcra_ceil_ns(lim, need); /* the TAT moves to now + need */
     if (need <= lim->tau) {
         out->retry_after = 0;
         return SL_OK;

@@ -195,6 +195,12 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
         uint64_t at = sl_u128_sat((sl_u128)(newest + lim->nb) * lim->width);
         out->reset_after = at > now ? at - now : 0;
     }
+    /* a charge lands in sub-bucket eff, then the newest with units */
+    out->reset_charged = out->reset_after;
+    if (cost != 0) {
+        uint64_t at = sl_u128_sat((sl_u128)(eff + lim->nb) * lim->width);
+        out->reset_charged = at > now ? at - now : 0;
+    }
     return fits ? SL_OK : SL_NO;
 }
 

@@ -148,7 +148,7 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
         struct sl_report r;
         if (lim->ops->report(lim, g->w + lim->off, g->at, rc == SL_OK ? 0 : cost, &r) ==
             SL_FROZEN)
-            r = (struct sl_report){0, 0, 0};
+            r = (struct sl_report){0, 0, 0, 0};
         sl_result_fill(res, g, 0, 0, &r);
     }
     return rc;

@@ -148,6 +148,8 @@ struct sl_report {
     uint64_t remaining;         /* units admissible now (after the charge, if any) */
     uint64_t retry_after;       /* wait before `cost` fits; 0 if it fits now */
     uint64_t reset_after;       /* wait until the limit is fully replenished */
+    uint64_t reset_charged;     /* the same once `cost` is charged, if it fits
+                                   (what a peek reports: sl_report_all) */
 };
 
 /*

@@ -40,7 +40,7 @@ static int sl_verdict_all(struct sl_target *g, size_t n, uint64_t cost, size_t *
 int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                   size_t *frozen)
 {
-    struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0}, r;
+    struct sl_report best = {.remaining = UINT64_MAX}, worst = {0, 0, 0, 0}, r;
     unsigned best_key = 0, best_lim = 0, worst_key = 0, worst_lim = 0;
     bool denied = false;
 
@@ -63,7 +63,10 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
                 denied = true;
                 continue;
             }
+            /* what the charge would leave: a peek answers as the
+             * admission would (sl_report_charged reads it after the charge) */
             r.remaining -= sl_min64(r.remaining, cost);
+            r.reset_after = r.reset_charged;
             if (r.remaining < best.remaining) {
                 best = r;
                 best_key = (unsigned)i;
@@ -86,7 +89,7 @@ void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res)
     size_t frozen;
 
     if (res != NULL && sl_report_all(g, n, 0, res, &frozen) == SL_FROZEN) {
-        struct sl_report none = {0, 0, 0};
+        struct sl_report none = {0, 0, 0, 0};
         sl_result_fill(res, &g[0], 0, 0, &none);
     }
 }

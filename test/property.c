@@ -3,7 +3,8 @@
  * of every algorithm, single and multi-limit, decided by sluice and by the
  * reference model in model.h.  Decisions, binding limit and remaining must
  * match exactly; every denial's retry_after must be exact: the least wait
- * after which the request passes every limit.
+ * after which the request passes every limit.  A peek just before each
+ * acquire must give its answer: the same decision and the same numbers.
  * Usage: property [scale] [seed]
  */
 #include "helpers.h"
@@ -65,7 +66,24 @@ static int run_one(uint64_t seed, int steps, int multi)
 
         now += step;
         snprintf(key, sizeof(key), "key%u", k);
+        /* a peek first: the acquire's very answer, numbers included */
+        struct sluice_result pk;
+        int peeked = sluice_peek_at(l, key, strlen(key), cost, now, &pk);
         got = sluice_acquire_at(l, key, strlen(key), cost, now, &r);
+        if (peeked != got ||
+            (got >= 0 && (pk.remaining != r.remaining || pk.limit_index != r.limit_index ||
+                          pk.retry_after_ns != r.retry_after_ns ||
+                          pk.reset_after_ns != r.reset_after_ns))) {
+            fprintf(stderr,
+                    "seed %llu step %d: peek %d rem %llu idx %u retry %llu reset %llu, acquire %d "
+                    "rem %llu idx %u retry %llu reset %llu\n",
+                    (unsigned long long)seed, s, peeked, (unsigned long long)pk.remaining,
+                    pk.limit_index, (unsigned long long)pk.retry_after_ns,
+                    (unsigned long long)pk.reset_after_ns, got, (unsigned long long)r.remaining,
+                    r.limit_index, (unsigned long long)r.retry_after_ns,
+                    (unsigned long long)r.reset_after_ns);
+            bad = 1;
+        }
         if (cost > cap) {
             bad |= got != -E2BIG;
             continue;
