@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define SLUICE_VERSION_MAJOR 2
-#define SLUICE_VERSION_MINOR 0
+#define SLUICE_VERSION_MINOR 1
 #define SLUICE_VERSION_PATCH 0
 
 #if defined(SLUICE_BUILDING) && defined(__GNUC__)
@@ -171,6 +171,12 @@ struct sluice_result {
 #define SLUICE_F_FULL 1u     /* decided by when_full, key not tracked */
 #define SLUICE_F_OVERRIDE 2u /* a per-key override policy applied */
 #define SLUICE_F_NEW_KEY 4u  /* this call created the key */
+/* (2.1) sluice_peek_at (and a cost-0 acquire, which makes no key either):
+ * the key is not tracked and the limiter holds max_keys keys.  An acquire
+ * would first reap idle keys, which a peek does not do, so it answers as
+ * if that made room; if it would not, the acquire is decided by when_full
+ * (SLUICE_F_FULL). */
+#define SLUICE_F_AT_MAX_KEYS 8u
 
 struct sluice_stats {
     uint64_t keys, allowed, denied, inserted, reaped, full;
@@ -350,7 +356,10 @@ SLUICE_API int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, 
 
 /*
  * What sluice_acquire_at() would decide, changing no state at all (no key is
- * created, no statistic counted).  Same return values.
+ * created, no statistic counted).  Same return values, and res the same,
+ * except for a key not yet tracked while the limiter is at max_keys: an
+ * acquire would first try to reap room, a peek answers as if it found some
+ * and sets SLUICE_F_AT_MAX_KEYS.
  */
 SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                               uint64_t now_ns, struct sluice_result *res);

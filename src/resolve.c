@@ -73,6 +73,9 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
             }
             rc = sl_entry_replace(t, g, e, want, SL_MOVE_EXPIRED, now);
         } else if (e == NULL && !create) {
+            /* a peek does not reap: it says when an acquire would have to */
+            if (sl_load_rlx(&g->l->nkeys) >= g->l->max_keys)
+                g->flags |= SLUICE_F_AT_MAX_KEYS;
             sl_target_use(g, NULL, want, now);
             return 0;
         } else if (e != NULL) /* its policy changed: migrate, then look again */

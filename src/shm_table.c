@@ -501,6 +501,8 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
             }
             rc = sl_shm_replace(g, e, pol, pol, SL_MOVE_EXPIRED, now);
         } else if (e == NULL && !create) {
+            if (sl_load_rlx(&m->hdr->nkeys) >= l->max_keys) /* as in-process */
+                g->flags |= SLUICE_F_AT_MAX_KEYS;
             sl_target_use(g, NULL, cur, now);
             return 0;
         } else if (e != NULL && pol == NULL)

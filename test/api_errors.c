@@ -128,7 +128,7 @@ static void test_strings(void)
     CHECK(strcmp(sluice_strerror(INT_MIN), "unknown result") == 0);
     CHECK(strcmp(sluice_strerror(7), "unknown result") == 0);
     CHECK(sluice_strerror(12345) != NULL);
-    CHECK(strcmp(sluice_version(), "2.0.0") == 0);
+    CHECK(strcmp(sluice_version(), "2.1.0") == 0);
     CHECK_EQ(SLUICE_VERSION_MAJOR, 2);
 }
 

@@ -90,6 +90,29 @@ static void the_other_shard_is_scanned(bool shared)
     CHECK_EQ(admitted, 40);
 }
 
+/* A peek of a new key at max_keys: as if reaping made room, and it says so
+ * (it said ALLOW with no flag where the acquire then denied as full). */
+static void peek_at_max_keys(void)
+{
+    sluice_t *l = make(1, 1, 0, 0, NULL);
+    struct sluice_result r;
+
+    CHECK_EQ(sluice_acquire_at(l, "old", 3, 10, 0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_peek_at(l, "old", 3, 1, 0, &r), SLUICE_DENY);
+    CHECK_EQ(r.flags & SLUICE_F_AT_MAX_KEYS, 0); /* tracked */
+    /* old busy: the acquire will find no room */
+    CHECK_EQ(sluice_peek_at(l, "new", 3, 1, 0, &r), SLUICE_ALLOW);
+    CHECK(r.flags & SLUICE_F_AT_MAX_KEYS);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, 0, &r), SLUICE_DENY);
+    CHECK(r.flags & SLUICE_F_FULL);
+    /* old idle: it will */
+    CHECK_EQ(sluice_peek_at(l, "new", 3, 1, 10 * NS_PER_S, &r), SLUICE_ALLOW);
+    CHECK(r.flags & SLUICE_F_AT_MAX_KEYS);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, 10 * NS_PER_S, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.flags & (SLUICE_F_FULL | SLUICE_F_AT_MAX_KEYS), 0);
+    sluice_destroy(l);
+}
+
 /* Keys still busy are never reaped: a new key is full, the old ones keep
  * their exact state. */
 static void busy_keys_stay(void)
@@ -160,6 +183,7 @@ int main(void)
     new_keys_take_idle_rooms(1);
     new_keys_take_idle_rooms(0);
     new_keys_take_idle_rooms(64);
+    peek_at_max_keys();
     the_other_shard_is_scanned(false);
     the_other_shard_is_scanned(true);
     busy_keys_stay();
