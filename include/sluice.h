@@ -62,17 +62,22 @@ enum sluice_algo {
      * times up to 2^50 ns (about 13 days) behind its latest admission and
      * up to 2^(62 - b) ns ahead, b = bits of q - 1: at least 2^52 ns
      * (52 days), 2^62 ns (146 years) when period/count is whole ns.
-     * Beyond these ranges (and the windowed ones below) a key's state can
-     * read as spent (fail closed) although it is fresh: a process that runs
-     * longer than the range should reap (reap_interval_ns > 0), which
-     * removes every key once its state is fresh, long before. */
+     * A key idle beyond these ranges (and the windowed ones below) is fresh
+     * however its words read: decisions start it again, peeks and reaping
+     * see it fresh.  A time more than the range behind its latest admission
+     * is decided at that admission.  One unit less: the TAT word 0 means
+     * "never charged", so a TAT that falls exactly on a multiple of
+     * 2^(63 - b) ns is kept 1/q ns later, and a burst that ends there
+     * admits one unit less. */
     SLUICE_GCRA = 0,
     /* One counter per window [k*period, (k+1)*period).  One word per limit.
      * Admits up to 2*count units across a window boundary.  count must fit
      * the bits the window index leaves: below 2^36 at a 1 s period (2^26 at
      * 1 ms, 2^42 at 1 min, 2^48 at 1 h, 2^53 at 1 day), else -EINVAL.
      * Windowed algorithms read a key's state correctly from any time within
-     * 2^55 ns (about 417 days) of its latest admission, behind or ahead. */
+     * 2^55 ns (about 417 days) of its latest admission, behind or ahead;
+     * idle longer, a key is fresh (as for GCRA) when its period is below
+     * 2^54 ns (208 days), else it can read as spent (fail closed). */
     SLUICE_FIXED_WINDOW,
     /* Ring of ceil(period/precision) sub-bucket counters plus a head word.
      * Boundary burst at most one sub-bucket's worth.  8 bytes per sub-bucket
@@ -158,7 +163,10 @@ struct sluice_result {
     uint64_t retry_after_ns; /* 0 if allowed; else the least wait after which the same
                                 request passes every limit of every key, absent other
                                 traffic (the largest of the per-limit waits;
-                                UINT64_MAX if it never can) */
+                                UINT64_MAX if it never can).  A denial by when_full
+                                (SLUICE_F_FULL) is an estimate instead: idle_ttl_ns,
+                                else the binding limit's period (when some key
+                                should have gone idle; sluice does not track when) */
     uint64_t reset_after_ns; /* time until the binding limit is fully replenished */
     uint64_t period_ns;      /* period of the binding limit */
     unsigned limit_index;    /* index in the policy of the binding limit */
