@@ -63,8 +63,10 @@ enum sluice_algo {
      * up to 2^(62 - b) ns ahead, b = bits of q - 1: at least 2^52 ns
      * (52 days), 2^62 ns (146 years) when period/count is whole ns.
      * A key idle beyond these ranges (and the windowed ones below) is fresh
-     * however its words read: decisions start it again, peeks and reaping
-     * see it fresh.  A time more than the range behind its latest admission
+     * however its words read: peeks and reaping see it fresh, and the first
+     * decision to meet it starts it again as a reap would (a later call
+     * with a time before the key was surely fresh is decided as at that
+     * time, even where that first decision admitted nothing).  A time more than the range behind its latest admission
      * is decided at that admission.  One unit less: the TAT word 0 means
      * "never charged", so a TAT that falls exactly on a multiple of
      * 2^(63 - b) ns is kept 1/q ns later, and a burst that ends there
