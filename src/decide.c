@@ -298,17 +298,22 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
     struct sl_entry *e = l->shm != NULL ? sl_shm_get_current(g)
                                         : sl_table_get(g->s, g->h, g->key, g->len);
     struct sl_policy *pol;
+    uint64_t lastw, since;
 
     if (e == NULL)
         return false;
     pol = l->shm != NULL ? g->pol : e->pol; /* shared: set by sl_shm_get_current */
+    /* one load of last_ns for both the decision time (sl_entry_time) and
+     * the idle test (sl_entry_expired) */
+    lastw = sl_load_rlx(&e->last_ns);
+    since = now - (lastw - 1);
     if (cost > pol->min_cap ||
         (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override) ||
-        sl_entry_expired(e, pol, now))
+        (lastw != 0 && (int64_t)since > 0 && since > pol->idle_fresh_ns))
         return false;
     g->flags = 0;
     g->charged = 0;
-    sl_target_use(g, e, pol, now);
+    sl_target_use_at(g, e, pol, lastw != 0 && (int64_t)since < 0 ? lastw - 1 : now);
     return true;
 }
 

@@ -570,17 +570,25 @@ static inline void sl_target_init(struct sl_target *g, struct sluice *l, const v
     g->s = l->shm != NULL ? NULL : sl_shard_of(l, g->h); /* shared: the file's shards */
 }
 
-/* g is decided with entry e (NULL: absent or untracked) under pol; inline:
- * decide.c and the shared table (shm_table.c) both resolve targets. */
-static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
-                                 uint64_t now)
+/* g is decided with entry e (NULL: absent or untracked) under pol, at `at`
+ * (sl_entry_time of e: see sl_target_use); inline: decide.c and the shared
+ * table (shm_table.c) both resolve targets. */
+static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
+                                    struct sl_policy *pol, uint64_t at)
 {
     g->e = e;
     g->pol = pol;
-    g->at = sl_entry_time(e, now);
+    g->at = at;
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
+}
+
+/* The same, decided at the time a call at now is decided at. */
+static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
+                                 uint64_t now)
+{
+    sl_target_use_at(g, e, pol, sl_entry_time(e, now));
 }
 
 /* pol is a default policy that set_policy has replaced since it was read:
