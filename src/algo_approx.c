@@ -79,28 +79,28 @@ static int approx_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
     }
 }
 
-static void approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+static bool approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                         const uint64_t *receipt)
 {
     uint64_t c;
 
     if (sl_undo_exact(w, receipt)) /* untouched since: the exact word before */
-        return;
+        return true;
     c = sl_load_acq(w);
 
     for (;;) {
         uint64_t prev = (c >> lim->cbits) & lim->cmask, cur = c & lim->cmask;
         uint64_t idx = sl_word_index(lim, c);
         if (c & SL_DEAD)
-            return;
+            return false;
         if (idx == (receipt[0] & lim->imask))
             cur -= sl_min64(cur, cost);
         else if (idx == ((receipt[0] + 1) & lim->imask))
             prev -= sl_min64(prev, cost);
         else
-            return;
+            return true;
         if (sl_cas_acqrel(w, &c, sl_word_make(lim, idx, (prev << lim->cbits) | cur)))
-            return;
+            return true;
     }
 }
 

@@ -58,7 +58,7 @@ static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
     }
 }
 
-static void fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+static bool fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                        const uint64_t *receipt)
 {
     uint64_t c;
@@ -66,15 +66,15 @@ static void fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
     /* Untouched since: the exact word before, even if the charge moved the
      * window (subtracting would lose the older window's units). */
     if (sl_undo_exact(w, receipt))
-        return;
+        return true;
     c = sl_load_acq(w);
     for (;;) {
         uint64_t used = c & lim->cmask;
         if ((c & SL_DEAD) || sl_word_index(lim, c) != (receipt[0] & lim->imask))
-            return; /* frozen, or the window is over and the charge with it */
+            return !(c & SL_DEAD); /* frozen, or the window is over and the charge with it */
         used -= sl_min64(used, cost);
         if (sl_cas_acqrel(w, &c, sl_word_make(lim, receipt[0], used)))
-            return;
+            return true;
     }
 }
 

@@ -135,7 +135,7 @@ static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
  * only grows with charges and only returns to `receipt` when every later
  * charge was undone, so a CAS from `receipt` cannot take anyone else's.
  */
-static void gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+static bool gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                       const uint64_t *receipt)
 {
     sl_u128 back = (sl_u128)cost * lim->p;
@@ -151,7 +151,7 @@ static void gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
     if (nw == 0)
         nw = UINT64_C(1) << lim->fbits;
     /* acq_rel like a charge; a failure (changed or frozen) leaves it */
-    (void)sl_cas_acqrel(w, &expect, nw);
+    return sl_cas_acqrel(w, &expect, nw) || !(expect & SL_DEAD);
 }
 
 static uint64_t gcra_ceil_ns(const struct sl_lim *lim, sl_u128 scaled)

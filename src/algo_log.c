@@ -192,7 +192,7 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
  * remove someone else's units; when ours are not on top, keep them
  * (under-admission, never over-admission).
  */
-static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+static bool log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                      const uint64_t *receipt)
 {
     uint64_t s = log_read_begin(lim, w);
@@ -200,12 +200,13 @@ static void log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
     while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, log_held(lim, s)))
         s = log_read_begin(lim, w);
     if (s & SL_DEAD)
-        return;
+        return false;
     /* the load is ours (the CAS above acquired the key); the store is
      * release for readers, as in log_charge */
     if (sl_load_rlx(&w[1]) == receipt[0])
         sl_store_rel(&w[1], receipt[0] - cost);
     log_release(lim, w);
+    return true;
 }
 
 /* Units of the last min(n, count) whose stamp is inside the window at eff. */

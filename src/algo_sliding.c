@@ -141,13 +141,13 @@ static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
     }
 }
 
-static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
+static bool sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                          const uint64_t *receipt)
 {
     /* Head untouched since: its exact word before (a count the charge
      * archived stays in the ring as well: counted twice, conservative). */
     if (sl_undo_exact(&w[0], receipt))
-        return;
+        return true;
     for (unsigned i = 0; i < 2; i++) {
         /* first the head, then the ring slot the head was archived to */
         sl_aword *word = i == 0 ? &w[0] : &w[1 + sliding_slot(lim, receipt[0])];
@@ -155,11 +155,12 @@ static void sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
         while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt[0] & lim->imask)) {
             uint64_t units = v & lim->cmask;
             if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt[0], units - sl_min64(units, cost))))
-                return;
+                return true;
         }
         if (v & SL_DEAD)
-            return;
+            return false;
     }
+    return true;
 }
 
 static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,

@@ -17,15 +17,63 @@
 
 #define SL_MAX_KEYS 16
 
+/*
+ * A charge to take back whose entry a writer froze first (a policy change,
+ * an override, a reset, a key idle beyond its range): the state went with
+ * the charge in it into the entry that replaced this one, or nowhere (the
+ * writer then cleared the word: sl_entry_drop_state).  Left there, the
+ * charge would stand for an admission that never happened, and the
+ * decision made again on the new entry would charge a second time (a
+ * set_policy to the policy in force, racing a peek that moved the key,
+ * spent a cost-5 call's units up to four times over).  So it is taken back
+ * in the new entry, by this limit's own undo, where that limit holds its
+ * words as this one did (sl_policy_same_words): the undo still finds the
+ * charge by its receipt and leaves the state if others charged since.
+ * Elsewhere (a GCRA limit whose T changed, a sliding log) it stays spent:
+ * an under-admission, never more.  A key reaped
+ * or taken out instead has no successor holding the charge: a later entry
+ * for the key starts at a later time, whose words never equal a receipt of
+ * this one.
+ */
+static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsigned j,
+                                                      uint64_t cost)
+{
+    const struct sl_policy *from = g->pol;
+    const struct sl_lim *lim = &from->lim[j];
+    struct sl_entry *e = g->e;
+
+    for (int hops = 0; e != NULL && hops < 4; hops++) {
+        struct sl_entry *next;
+        const struct sl_policy *to;
+        sl_target_wait(g); /* the writer that froze e is done with it */
+        if (sl_load_acq(&e->w[from->lim[j].off]) == SL_DEAD)
+            return; /* dropped with the state */
+        next = g->l->shm != NULL ? sl_shm_find(g) : sl_table_get(g->s, g->h, g->key, g->len);
+        if (next == NULL || next == e)
+            return;
+        to = g->l->shm != NULL ? sl_shm_policy_of(g->l, next) : next->pol;
+        if (to == NULL || !sl_policy_same_words(from, to, j))
+            return;
+        if (lim->ops->undo(lim, next->w + to->lim[j].off, cost, g->receipt[j]))
+            return;
+        e = next; /* frozen again: follow it */
+        from = to;
+    }
+}
+
+static void sl_undo_limit(struct sl_target *g, unsigned j, uint64_t cost)
+{
+    const struct sl_lim *lim = &g->pol->lim[j];
+
+    if (!lim->ops->undo(lim, g->w + lim->off, cost, g->receipt[j]))
+        sl_undo_carried(g, j, cost);
+}
+
 static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
 {
-    for (size_t i = 0; i < n; i++) {
-        const struct sl_policy *pol = g[i].pol;
-        while (g[i].charged > 0) {
-            const struct sl_lim *lim = &pol->lim[--g[i].charged];
-            lim->ops->undo(lim, g[i].w + lim->off, cost, g[i].receipt[g[i].charged]);
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        while (g[i].charged > 0)
+            sl_undo_limit(&g[i], --g[i].charged, cost);
 }
 
 /* A charge lost a race (after the read-only check passed, or to a far
@@ -141,7 +189,7 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
         return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
     if (rc == SL_OK && (sl_floor_behind(g) || sl_policy_stale(g->l, g->pol))) {
-        lim->ops->undo(lim, g->w + lim->off, cost, g->receipt[0]);
+        sl_undo_limit(g, 0, cost);
         return SL_RACED; /* decided again, at the newer time */
     }
     if (res != NULL) {

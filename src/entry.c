@@ -86,6 +86,21 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 }
 
 /*
+ * Once frozen and moved (or removed), a limit whose state went nowhere is
+ * cleared to SL_DEAD alone: a charge still to be taken back from it learns
+ * that it went with the state (sl_undo_carried in decide.c), where a word
+ * with state in it says it was carried.  `kept`: bit j, limit j carried.
+ * Only once the entry is unpublished: a shared limiter thaws a published
+ * entry whose writer died, and must find its state whole.
+ */
+void sl_entry_drop_state(struct sl_entry *e, const struct sl_policy *pol, unsigned kept)
+{
+    for (unsigned j = 0; j < pol->nlimits; j++)
+        if (!(kept & (1u << j)))
+            sl_store_rel(&e->w[pol->lim[j].off], SL_DEAD);
+}
+
+/*
  * A key idle beyond its range starts fresh (sl_idle_beyond), and its last_ns
  * moves up to a time it was so by: every time a later call is decided at is
  * then one where the old state was over too, as a decision that read it
@@ -94,11 +109,12 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
  * published its floor first when it ran far ahead): a racing admission
  * that came first keeps the state, carried as for any replacement.
  */
-void sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from, struct sl_entry *ne,
-                         const struct sl_policy *to, const struct sl_policy *cur,
-                         enum sl_move how, uint64_t now)
+unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
+                             struct sl_entry *ne, const struct sl_policy *to,
+                             const struct sl_policy *cur, enum sl_move how, uint64_t now)
 {
     uint64_t lastw = sl_last_after_freeze(&e->last_ns), last = lastw - 1;
+    unsigned carried = 0;
 
     if (how == SL_MOVE_EXPIRED) {
         uint64_t x = from->idle_fresh_ns;
@@ -108,15 +124,16 @@ void sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from, struc
             uint64_t fresh_from = now - (last + x) > x ? now - x : last + x;
             SL_ASSERT(from == to);
             sl_store_rlx(&ne->last_ns, sl_last_encode(fresh_from));
-            return;
+            return 0;
         }
         how = SL_MOVE_CARRY;
     }
     /* Read the state at the key's own latest admission: administrative
      * calls pass the limiter clock, which _at callers may not use. */
     if (how == SL_MOVE_CARRY)
-        sl_policy_carry(from, e->w, to, ne->w, cur, lastw != 0 ? last : now);
+        carried = sl_policy_carry(from, e->w, to, ne->w, cur, lastw != 0 ? last : now);
     sl_store_rlx(&ne->last_ns, lastw);
+    return carried;
 }
 
 /*

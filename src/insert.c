@@ -152,12 +152,13 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
-        sl_entry_move_state(e, e->pol, ne, to,
-                            atomic_load_explicit(&l->policy, memory_order_acquire), how, now);
+        unsigned kept = sl_entry_move_state(
+            e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now);
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();
         sl_last_follow(&ne->last_ns, &e->last_ns);
+        sl_entry_drop_state(e, e->pol, kept);
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
         ne = NULL;

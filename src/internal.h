@@ -132,15 +132,20 @@ void sl_policy_unref_n(struct sl_policy *p, uint64_t n);
 void sl_policy_discard(struct sl_policy *p);
 /* The policy's reserved words are zero (else -EINVAL: see sluice.h). */
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
+/* A charge on `from`'s limit j, carried, sits word for word in `to`'s limit
+ * j (policy.c: the conditions). */
+bool sl_policy_same_words(const struct sl_policy *from, const struct sl_policy *to, unsigned j);
 /* Number `p` as the default after `prev` (NULL: the first); unpublished. */
 void sl_policy_follow(struct sl_policy *p, const struct sl_policy *prev);
 /* Carry the frozen state of `from` into the private words of `to`: limits
  * with the same algorithm and period keep their state exactly (never
  * refilled, even when the count was lowered), others start fresh; from an
  * older default, only if every default since had that limit too (cur: the
- * default in force, NULL on shared limiters). */
-void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
-                     sl_aword *to_w, const struct sl_policy *cur, uint64_t now);
+ * default in force, NULL on shared limiters).  Returns the set of `from`'s
+ * limits carried somewhere (bit j: limit j). */
+unsigned sl_policy_carry(const struct sl_policy *from, sl_aword *from_w,
+                         const struct sl_policy *to, sl_aword *to_w,
+                         const struct sl_policy *cur, uint64_t now);
 
 /* ---- algorithms (algo_*.c) ------------------------------------------- */
 
@@ -160,7 +165,9 @@ struct sl_report {
  *           before and after the charge's CAS (windowed algorithms).
  * undo:     take back a charge (all-or-nothing rollback): only what that
  *           charge added, never another's; when it cannot tell, or the
- *           state is frozen, it leaves the state as it is.
+ *           state is frozen, it leaves the state as it is.  false: left
+ *           because frozen (the charge went with the state: decide.c,
+ *           sl_undo_carried); true otherwise.
  * report:   read-only: would `cost` fit at `now`, and the numbers for results;
  *           out NULL: the verdict alone, without the divisions the numbers
  *           take (the read-only check before a stacked policy's charges).
@@ -182,7 +189,7 @@ struct sl_algo {
     int (*compile)(struct sl_lim *lim);
     int (*charge)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   uint64_t *receipt);
-    void (*undo)(const struct sl_lim *lim, sl_aword *w, uint64_t cost, const uint64_t *receipt);
+    bool (*undo)(const struct sl_lim *lim, sl_aword *w, uint64_t cost, const uint64_t *receipt);
     int (*report)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   struct sl_report *out);
     bool (*is_fresh)(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now);
@@ -483,10 +490,14 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
 /* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
  * its state words as `how` says and its last_ns; cur: the default in force
- * (sl_policy_carry); now: the caller's time. */
-void sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from, struct sl_entry *ne,
-                         const struct sl_policy *to, const struct sl_policy *cur,
-                         enum sl_move how, uint64_t now);
+ * (sl_policy_carry); now: the caller's time.  Returns the set of e's limits
+ * whose state went to ne (bit j: limit j). */
+unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
+                             struct sl_entry *ne, const struct sl_policy *to,
+                             const struct sl_policy *cur, enum sl_move how, uint64_t now);
+/* After e (frozen) is unpublished: clear the limits whose state went nowhere
+ * (not in `kept`, the mask sl_entry_move_state returned; 0: all). */
+void sl_entry_drop_state(struct sl_entry *e, const struct sl_policy *pol, unsigned kept);
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
 void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
@@ -659,6 +670,8 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
 struct sl_entry *sl_shm_get_current(struct sl_target *g);
 /* g's key's entry in the file, whatever its policy (NULL: absent). */
 struct sl_entry *sl_shm_find(const struct sl_target *g);
+/* The policy a shared limiter's entry is laid out for (NULL: gone). */
+struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e);
 void sl_shm_wait(struct sl_target *g);
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);

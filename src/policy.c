@@ -185,9 +185,12 @@ static bool sl_policy_lineage(const struct sl_policy *from, const struct sl_lim 
     return false;
 }
 
-void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struct sl_policy *to,
-                     sl_aword *to_w, const struct sl_policy *cur, uint64_t now)
+unsigned sl_policy_carry(const struct sl_policy *from, sl_aword *from_w,
+                         const struct sl_policy *to, sl_aword *to_w,
+                         const struct sl_policy *cur, uint64_t now)
 {
+    unsigned carried = 0;
+
     /* Every new limit keeps the spent capacity of every old limit with its
      * algorithm and period: carry() raises its words to each in turn, so it
      * starts from the most spent of them.  Taking one of them (the first,
@@ -199,10 +202,44 @@ void sl_policy_carry(const struct sl_policy *from, sl_aword *from_w, const struc
             continue; /* its kind lapsed since from's generation: fresh */
         for (unsigned j = 0; j < from->nlimits; j++) {
             const struct sl_lim *fl = &from->lim[j];
-            if (sl_lim_same_kind(fl, tl))
+            if (sl_lim_same_kind(fl, tl)) {
                 tl->ops->carry(fl, from_w + fl->off, tl, to_w + tl->off, now);
+                carried |= 1u << j;
+            }
         }
     }
+    return carried;
+}
+
+/* Limit j of `from` is the only one of its kind there, and `to` has one of
+ * that kind at j too, alone, with the same word layout: a carry then puts
+ * j's state into to's limit j word for word, and nothing else there
+ * (sl_undo_carried in decide.c).  The layout: a window's width (its count
+ * only bounds the units); GCRA's q (T = p/q ns: a new count may change q,
+ * and then the TAT is re-encoded).  Not the sliding log, whose carry
+ * renumbers the units an undo identifies its charge by. */
+static bool sl_lim_alone_of_kind(const struct sl_policy *p, unsigned j)
+{
+    for (unsigned k = 0; k < p->nlimits; k++)
+        if (k != j && sl_lim_same_kind(&p->lim[k], &p->lim[j]))
+            return false;
+    return true;
+}
+
+bool sl_policy_same_words(const struct sl_policy *from, const struct sl_policy *to, unsigned j)
+{
+    const struct sl_lim *a, *b;
+
+    if (j >= from->nlimits || j >= to->nlimits)
+        return false;
+    a = &from->lim[j];
+    b = &to->lim[j];
+    if (a->def.algo == SLUICE_SLIDING_LOG || !sl_lim_same_kind(a, b) ||
+        !sl_lim_alone_of_kind(from, j) || !sl_lim_alone_of_kind(to, j))
+        return false;
+    if (a->def.algo == SLUICE_GCRA)
+        return a->q == b->q && a->fbits == b->fbits;
+    return a->width == b->width && a->nb == b->nb && a->ishift == b->ishift;
 }
 
 /* Reserved words are zero: a feature of a later minor version is refused

@@ -124,6 +124,11 @@ struct sl_entry *sl_shm_find(const struct sl_target *g)
     return sl_shm_lookup(m, sl_shm_shard(m, g->h), g->h, g->key, g->len, NULL);
 }
 
+struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e)
+{
+    return sl_shm_policy(l, e->polref);
+}
+
 struct sl_entry *sl_shm_get_current(struct sl_target *g)
 {
     struct sl_shm *m = g->l->shm;
@@ -424,6 +429,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     struct sl_shm *m = l->shm;
     uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot);
     struct sl_entry *ne;
+    unsigned kept;
 
     if (idx == UINT64_MAX)
         return -ENOMEM;
@@ -432,10 +438,11 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         return -EAGAIN;
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
-    sl_entry_move_state(e, from, ne, to, NULL, how, now);
+    kept = sl_entry_move_state(e, from, ne, to, NULL, how, now);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_last_follow(&ne->last_ns, &e->last_ns); /* before e can be reused */
+    sl_entry_drop_state(e, from, kept); /* unpublished: never thawed now */
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
 }
