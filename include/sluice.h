@@ -384,7 +384,12 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * already made.  A rollback takes back only this call's own charge: where
  * another call has charged since, it leaves the state as it is (a
  * concurrent observer may briefly see a reservation that is then rolled
- * back, a transient denial: under-admission, never over-admission).
+ * back, a transient denial: under-admission, never over-admission).  A
+ * charge whose key a racing call moves meanwhile (set_policy, an override,
+ * a reset, even a peek of a key under an older policy) is taken back in
+ * the key's new entry, except where the move changed how that limit's
+ * state is kept (a GCRA limit whose period/count changed its fraction q,
+ * a sliding log): there it stays spent, an under-admission.
  * Likewise a request on a windowed algorithm whose time falls in an
  * earlier window than a racing charge of the same key has moved it to is
  * refused while that charge is in flight (the window it left is not
