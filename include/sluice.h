@@ -172,7 +172,7 @@ struct sluice_result {
     uint64_t reset_after_ns; /* time until the binding limit is fully replenished */
     uint64_t period_ns;      /* period of the binding limit */
     unsigned limit_index;    /* index in the policy of the binding limit */
-    unsigned flags;          /* SLUICE_F_* */
+    unsigned flags;          /* SLUICE_F_*; sluice_acquire_all: of any of its keys */
     /* appended in 1.0: */
     unsigned key_index;      /* sluice_acquire_all: index in keys[] of the binding
                                 key; 0 for the single-key calls */
