@@ -162,16 +162,14 @@ static inline void lc_create(const struct lc_world *w, struct lc_state *s, int k
         k->last = s->floor[w->key_lim[key]];
 }
 
-/* What sluice_reap may remove: a key of that limiter without an override,
- * admitted at no time after the reap's, whose state is a fresh key's at
- * the time it is decided at (full room in every limit). */
-static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s, int key,
-                              const struct lc_op *op)
+/* A key without an override, admitted at no time after t, whose state is a
+ * fresh key's at the time it is decided at (full room in every limit). */
+static inline int lc_fresh_at(const struct lc_world *w, const struct lc_state *s, int key,
+                              uint64_t t)
 {
     const struct lc_key *k = &s->k[key];
-    uint64_t t = op->now;
 
-    if (w->key_lim[key] != op->lim || k->exists == 0 || k->ovr >= 0 || k->last > (int64_t)t)
+    if (k->exists == 0 || k->ovr >= 0 || k->last > (int64_t)t)
         return 0;
     for (unsigned i = 0; k->pol >= 0 && i < w->pol[k->pol].nlimits; i++) {
         const struct sluice_limit *d = &w->pol[k->pol].limits[i];
@@ -179,6 +177,13 @@ static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s
             return 0;
     }
     return 1;
+}
+
+/* What sluice_reap may remove: such a key of that limiter, at its time. */
+static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s, int key,
+                              const struct lc_op *op)
+{
+    return w->key_lim[key] == op->lim && lc_fresh_at(w, s, key, op->now);
 }
 
 static inline void lc_remove(struct lc_state *s, int key)
@@ -349,8 +354,18 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
      * (a key made before a racing change is an LC_RESOLVE step's) */
     for (int i = 0; i < n; i++) {
         lc_model_rc = -E2BIG;
-        if (op->cost > lc_cap(&w->pol[lc_want(w, s, keys[i])]))
-            return branch == 0 && op->rc == -E2BIG;
+        if (op->cost > lc_cap(&w->pol[lc_want(w, s, keys[i])])) {
+            if (op->rc != -E2BIG || branch > 1)
+                return 0;
+            /* relaxed branch 1: the keys it made (its LC_RESOLVE steps),
+             * taken out again while still fresh (sl_table_unpublish_fresh),
+             * though a racing denial met them meanwhile; here any fresh
+             * key of the call: existence is all this changes */
+            for (int k = 0; branch == 1 && k < n; k++)
+                if (lc_fresh_at(w, s, keys[k], op->now))
+                    lc_remove(s, keys[k]);
+            return 1;
+        }
     }
     /* then resolve in order: each key created (not by peek) and migrated */
     for (int i = 0; i < n; i++) {
