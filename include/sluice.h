@@ -79,7 +79,10 @@ enum sluice_algo {
      * Windowed algorithms read a key's state correctly from any time within
      * 2^55 ns (about 417 days) of its latest admission, behind or ahead;
      * idle longer, a key is fresh (as for GCRA) when its period is below
-     * 2^54 ns (208 days), else it can read as spent (fail closed). */
+     * 2^54 - 2^41 ns (about 208 days), else it can read as spent (fail
+     * closed).  A stacked policy restarts a key once every limit is idle
+     * beyond its own range; a limit read beyond its range before that
+     * (GCRA's beside a long window or a sliding log) can read as spent. */
     SLUICE_FIXED_WINDOW,
     /* Ring of ceil(period/precision) sub-bucket counters plus a head word.
      * Boundary burst at most one sub-bucket's worth.  8 bytes per sub-bucket

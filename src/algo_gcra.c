@@ -28,13 +28,13 @@
 
 #define SL_GCRA_FBITS 10u
 #define SL_GCRA_TAU_MAX ((UINT64_C(1) << (62 - SL_GCRA_FBITS)) - SL_GCRA_RANGE_NS - 1)
-/* Idle beyond this (sl_idle_beyond), a key is fresh: its TAT was at most
- * SL_GCRA_TAU_MAX past a charge made at most 2 * SL_TIME_SLACK after
- * last_ns.  And up to it the TAT reads right with 2^49 ns to spare: the
- * least range ahead is 2^(62 - SL_GCRA_FBITS). */
-#define SL_GCRA_IDLE_FRESH_NS ((UINT64_C(1) << (62 - SL_GCRA_FBITS)) - (UINT64_C(1) << 49))
-_Static_assert(SL_GCRA_IDLE_FRESH_NS > SL_GCRA_TAU_MAX + 2 * SL_TIME_SLACK + 1,
-               "a GCRA key must be fresh when it counts as idle beyond its range");
+/* Idle beyond this (sl_idle_beyond), a limit's state is over: its TAT was
+ * at most SL_GCRA_TAU_MAX (rounded up) past a charge made at most
+ * 2 * SL_TIME_SLACK after last_ns.  Its words read right up to its range
+ * ahead, 2^(62 - fbits), less 2^49 ns to spare. */
+#define SL_GCRA_IDLE_OVER_NS (SL_GCRA_TAU_MAX + 2 * SL_TIME_SLACK + 2)
+_Static_assert(SL_GCRA_IDLE_OVER_NS < (UINT64_C(1) << (62 - SL_GCRA_FBITS)) - (UINT64_C(1) << 49),
+               "a GCRA limit must be over before it can be misread");
 
 static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
 {
@@ -46,7 +46,8 @@ static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
     lim->abits = 63 - lim->fbits;
     lim->amask = (UINT64_C(1) << lim->abits) - 1;
     lim->tau = (sl_u128)lim->def.burst * p;
-    lim->idle_fresh_ns = SL_GCRA_IDLE_FRESH_NS;
+    lim->idle_over_ns = SL_GCRA_IDLE_OVER_NS;
+    lim->idle_read_ns = (UINT64_C(1) << (62 - lim->fbits)) - (UINT64_C(1) << 49);
     /* tau in ns, rounded up, within the range every layout can carry (see
      * the top of the file); then tau < 2^64 too, so the hot path divides in
      * 64 bits */

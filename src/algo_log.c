@@ -51,7 +51,10 @@ static int log_compile(struct sl_lim *lim)
         return -EINVAL;
     lim->cap = lim->def.count;
     lim->nwords = (uint32_t)(SL_LOG_RING + lim->def.count);
-    lim->idle_fresh_ns = UINT64_MAX; /* absolute stamps read right at any time */
+    /* absolute stamps read right at any time, and never wrap: a key is
+     * never restarted for them (a time past the clock's wrap is not
+     * later to a stamp) */
+    lim->idle_over_ns = lim->idle_read_ns = UINT64_MAX;
     return 0;
 }
 

@@ -33,13 +33,13 @@ int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields)
     lim->ibits = 63 - lim->ishift;
     lim->imask = (UINT64_C(1) << lim->ibits) - 1;
     lim->cap = lim->def.count;
-    /* Fresh once idle past the range (sl_idle_beyond), less the slack a
-     * charge may run ahead of last_ns, when that is beyond every window
-     * the state can count (two periods: the approximate window's previous
-     * one; a sliding window's ring at most a period and a sub-bucket). */
-    lim->idle_fresh_ns = UINT64_MAX;
-    if (lim->def.period_ns < (SL_WINDOW_RANGE_NS - 4 * SL_TIME_SLACK) / 2)
-        lim->idle_fresh_ns = SL_WINDOW_RANGE_NS - SL_TIME_SLACK;
+    /* Over (sl_idle_beyond) two periods after a charge (the approximate
+     * window's previous one; a sliding window's ring holds at most a period
+     * and a sub-bucket), made at most 2 * SL_TIME_SLACK after last_ns; read
+     * right up to the range, less the slack a charge may precede it by. */
+    lim->idle_over_ns = sl_sat_add(sl_sat_add(lim->def.period_ns, lim->def.period_ns),
+                                   2 * SL_TIME_SLACK + 1);
+    lim->idle_read_ns = SL_WINDOW_RANGE_NS - SL_TIME_SLACK;
     lim->by_width = sl_udiv_make(w);
     lim->by_nb = sl_udiv_make(lim->nb ? lim->nb : 1);
     return 0;

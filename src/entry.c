@@ -179,7 +179,7 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         old[i] = sl_load_acq(w);
         /* idle beyond the range: fresh, by last_ns read after the word
          * (a charge in it published its floor first: sl_entry_move_state) */
-        bool fresh = (sl_entry_last(e, &last) && sl_idle_beyond(now, last, lim->idle_fresh_ns)) ||
+        bool fresh = (sl_entry_last(e, &last) && sl_idle_beyond(now, last, lim->idle_over_ns)) ||
                      lim->ops->is_fresh(lim, old[i], w, now);
         if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;

@@ -96,7 +96,10 @@ struct sl_lim {
     uint64_t width;             /* window or sub-bucket width, ns */
     uint64_t nb;                /* SLIDING_WINDOW: sub-buckets per window */
     struct sl_udiv by_width, by_nb; /* x / width and x / nb with no divide */
-    uint64_t idle_fresh_ns;     /* see sl_idle_beyond */
+    /* Idle beyond the range (sl_idle_beyond): after idle_over_ns since
+     * last_ns the state is surely over; up to idle_read_ns its words read
+     * right. */
+    uint64_t idle_over_ns, idle_read_ns;
     unsigned cbits, ibits, ishift;
     uint64_t cmask, imask;
     /* A private limiter's default policies: the generation since which
@@ -116,7 +119,9 @@ struct sl_policy {
     unsigned nlimits;
     uint32_t nwords;            /* state words of an entry under this policy */
     uint64_t min_cap;           /* the smallest cap: costs above it get -E2BIG */
-    uint64_t idle_fresh_ns;     /* the least of its limits' (sl_idle_beyond) */
+    /* the greatest idle_over_ns of its limits if no limit's idle_read_ns is
+     * below it, else UINT64_MAX (sl_idle_beyond) */
+    uint64_t idle_fresh_ns;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];
@@ -231,11 +236,14 @@ extern const struct sl_algo sl_algo_gcra, sl_algo_fixed, sl_algo_sliding, sl_alg
  * and its words may no longer be read right (a stored time modulo the range
  * looks recent again: spent, although over long ago).  So such a key is
  * not read: decisions replace it by a fresh entry (sl_entry_move_state),
- * peeks read it as absent, reaping takes it.  Each algorithm sets
- * idle_fresh_ns between the longest its state stays busy after an
- * admission (plus the 2 * SL_TIME_SLACK a charge may run ahead of last_ns)
- * and the range over which it reads right; UINT64_MAX where its state
- * reads right from any time (the sliding log) or no such bound exists.
+ * peeks read it as absent, reaping takes it.  Each limit states how long
+ * its state can stay busy after an admission, plus the 2 * SL_TIME_SLACK a
+ * charge may run ahead of last_ns (idle_over_ns), and how far its words
+ * read right (idle_read_ns: UINT64_MAX for the sliding log's absolute
+ * stamps).  A policy restarts a key past the greatest idle_over_ns of its
+ * limits, if that is within every one's idle_read_ns; never otherwise
+ * (a limit read beyond its range then fails closed).  Reaping takes each
+ * limit idle past its own idle_over_ns as fresh.
  */
 static inline bool sl_idle_beyond(uint64_t at, uint64_t last, uint64_t idle_fresh_ns)
 {

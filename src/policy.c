@@ -76,7 +76,8 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
     if (p == NULL)
         return -ENOMEM;
     p->min_cap = UINT64_MAX;
-    p->idle_fresh_ns = UINT64_MAX;
+    uint64_t over = 0, read = UINT64_MAX;
+
     for (unsigned i = 0; i < def->nlimits; i++) {
         int rc = sl_limit_compile(&p->lim[i], &def->limits[i]);
         if (rc < 0) {
@@ -86,7 +87,9 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
         p->lim[i].off = words;
         words += p->lim[i].nwords;
         p->min_cap = sl_min64(p->min_cap, p->lim[i].cap);
-        p->idle_fresh_ns = sl_min64(p->idle_fresh_ns, p->lim[i].idle_fresh_ns);
+        /* a key restarts once every limit is over, while all read right */
+        over = sl_max64(over, p->lim[i].idle_over_ns);
+        read = sl_min64(read, p->lim[i].idle_read_ns);
         p->def.limits[i] = p->lim[i].def;
     }
     p->zero_w = sl_calloc(NULL, words * sizeof(sl_aword));
@@ -94,6 +97,7 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
         sl_policy_free(p);
         return -ENOMEM;
     }
+    p->idle_fresh_ns = over <= read ? over : UINT64_MAX;
     p->def.nlimits = def->nlimits;
     p->nlimits = def->nlimits;
     p->nwords = words;

@@ -330,7 +330,26 @@ static void test_idle_beyond_range(void)
     run_range("idle sliding 10 per min", mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0),
               mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
 
-    /* stacked (the smaller range decides) and reaped; private and shared */
+    /* A long window beside GCRA: GCRA's state is over long before the
+     * window's, and the key restarted at GCRA's bound, admitting a second
+     * unit in a window of count 1. */
+    {
+        struct sluice_config cfg;
+        sluice_t *l = NULL;
+        uint64_t w0 = UINT64_C(1) << 53, w1 = w0 + (UINT64_C(1) << 52);
+        sluice_config_init(&cfg);
+        cfg.policy.nlimits = 2;
+        cfg.policy.limits[0] = mk(SLUICE_FIXED_WINDOW, 1, UINT64_C(1) << 53, 0, 0);
+        cfg.policy.limits[1] = mk(SLUICE_GCRA, 1, NS_PER_S, 0, 0);
+        CHECK_EQ(sluice_create(&cfg, &l), 0);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, w0, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_peek_at(l, "k", 1, 1, w1, NULL), SLUICE_DENY);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, w1, NULL), SLUICE_DENY);
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, w1 + 2 * NS_PER_S, NULL), SLUICE_DENY);
+        sluice_destroy(l);
+    }
+
+    /* stacked (every limit beyond its range) and reaped; private and shared */
     const uint64_t idle[] = {UINT64_C(1) << 53, (UINT64_C(1) << 56) + 11};
     bool can_share = access("/dev/shm", W_OK) == 0;
     char path[128];
