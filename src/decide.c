@@ -19,21 +19,21 @@
 
 /*
  * A charge to take back whose entry a writer froze first (a policy change,
- * an override, a reset, a key idle beyond its range): the state went with
- * the charge in it into the entry that replaced this one, or nowhere (the
- * writer then cleared the word: sl_entry_drop_state).  Left there, the
- * charge would stand for an admission that never happened, and the
- * decision made again on the new entry would charge a second time (a
- * set_policy to the policy in force, racing a peek that moved the key,
- * spent a cost-5 call's units up to four times over).  So it is taken back
- * in the new entry, by this limit's own undo, where that limit holds its
- * words as this one did (sl_policy_same_words): the undo still finds the
- * charge by its receipt and leaves the state if others charged since.
- * Elsewhere (a GCRA limit whose T changed, a sliding log) it stays spent:
- * an under-admission, never more.  A key reaped
- * or taken out instead has no successor holding the charge: a later entry
- * for the key starts at a later time, whose words never equal a receipt of
- * this one.
+ * an override, a reset, a key idle beyond its range, a reap): the state
+ * went with the charge in it into the entry that replaced this one, or
+ * nowhere.  Left there, the charge would stand for an admission that never
+ * happened, and the decision made again on the new entry would charge a
+ * second time (a set_policy to the policy in force, racing a peek that
+ * moved the key, spent a cost-5 call's units up to four times over).  The
+ * frozen entry says where each limit's state went once its writer is done
+ * (sl_entry_mark_moved); the charge is taken back there, by this limit's
+ * own undo, where that limit keeps its words as they were
+ * (sl_policy_same_words): the undo still finds the charge by its receipt
+ * and leaves the state if others charged since.  Only that entry, one move
+ * at a time: the key's current entry may hold a state this charge never
+ * reached (made fresh, reset, or reaped and made again), whose words could
+ * equal the receipt.  Elsewhere (a GCRA limit whose T changed its fraction,
+ * a sliding log) it stays spent: an under-admission, never more.
  */
 static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsigned j,
                                                       uint64_t cost)
@@ -42,18 +42,26 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
     const struct sl_lim *lim = &from->lim[j];
     struct sl_entry *e = g->e;
 
-    for (int hops = 0; e != NULL && hops < 4; hops++) {
+    for (int hops = 0; e != NULL && hops < 64; hops++) {
         struct sl_entry *next;
         const struct sl_policy *to;
+        uint64_t v;
         sl_target_wait(g); /* the writer that froze e is done with it */
-        if (sl_load_acq(&e->w[from->lim[j].off]) == SL_DEAD)
-            return; /* dropped with the state */
-        next = g->l->shm != NULL ? sl_shm_find(g) : sl_table_get(g->s, g->h, g->key, g->len);
-        if (next == NULL || next == e)
-            return;
-        to = g->l->shm != NULL ? sl_shm_policy_of(g->l, next) : next->pol;
-        if (to == NULL || !sl_policy_same_words(from, to, j))
-            return;
+        v = sl_load_acq(&e->w[from->lim[j].off]);
+        if (!(v & SL_DEAD)) {
+            next = e; /* thawed (a shared limiter's writer died): e again */
+            to = from;
+        } else {
+            if (v == SL_DEAD)
+                return; /* its state went nowhere */
+            next = g->l->shm != NULL ? sl_shm_entry_of_id(g->l, v & ~SL_DEAD)
+                                     : sl_entry_of_id(v & ~SL_DEAD);
+            to = next == NULL ? NULL
+                 : g->l->shm != NULL ? sl_shm_policy_of(g->l, next)
+                                     : next->pol;
+            if (to == NULL || !sl_policy_same_words(from, to, j))
+                return;
+        }
         if (lim->ops->undo(lim, next->w + to->lim[j].off, cost, g->receipt[j]))
             return;
         e = next; /* frozen again: follow it */
@@ -127,6 +135,33 @@ static bool sl_floor_behind(struct sl_target *g)
            (int64_t)(g->at - last) < -(int64_t)SL_TIME_SLACK;
 }
 
+/*
+ * After a charge: true if the floor it needed was published.  A charge
+ * more than 2 * SL_TIME_SLACK past last_ns raises the floor first, but only
+ * when its read-only check passes (sl_floor_raise); a racing charge taken
+ * back between that check and the charge lets it land without one.  A
+ * writer's test of last_ns after a freeze would then miss it (a key idle
+ * beyond its range is made fresh, dropping it), so it publishes the floor
+ * now, and if the entry was frozen meanwhile (the writer's RMW of last_ns,
+ * and this load of the control word, see sl_touch) it is taken back and
+ * decided again.  Cold: a hot key never gets here.
+ */
+static __attribute__((noinline)) bool sl_floor_late(struct sl_target *g)
+{
+    sl_time_raise_sc(&g->e->last_ns, g->at - SL_TIME_SLACK);
+    return !(atomic_load_explicit(&g->e->w[0], memory_order_seq_cst) & SL_DEAD);
+}
+
+static inline bool sl_floor_published(struct sl_target *g)
+{
+    uint64_t last;
+
+    if (g->e == NULL ||
+        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= 2 * (int64_t)SL_TIME_SLACK))
+        return true;
+    return sl_floor_late(g);
+}
+
 /* Charge every limit of every tracked key; all or nothing. */
 static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                          size_t *frozen)
@@ -164,7 +199,8 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
      * that charge while the later keys keep theirs, which no serial order
      * allows.  (acquire: the freeze is an RMW on the first control word.) */
     for (size_t i = 0; i < n; i++)
-        if (sl_floor_behind(&g[i]) || (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
+        if (sl_floor_behind(&g[i]) || !sl_floor_published(&g[i]) ||
+            (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
             (n > 1 && g[i].e != NULL && (sl_load_acq(&g[i].w[0]) & SL_DEAD))) {
             sl_undo_all(g, n, cost);
             return SL_RACED;
@@ -188,7 +224,8 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
         return rc;
     if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
         return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
-    if (rc == SL_OK && (sl_floor_behind(g) || sl_policy_stale(g->l, g->pol))) {
+    if (rc == SL_OK &&
+        (sl_floor_behind(g) || !sl_floor_published(g) || sl_policy_stale(g->l, g->pol))) {
         sl_undo_limit(g, 0, cost);
         return SL_RACED; /* decided again, at the newer time */
     }

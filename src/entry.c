@@ -86,18 +86,19 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 }
 
 /*
- * Once frozen and moved (or removed), a limit whose state went nowhere is
- * cleared to SL_DEAD alone: a charge still to be taken back from it learns
- * that it went with the state (sl_undo_carried in decide.c), where a word
- * with state in it says it was carried.  `kept`: bit j, limit j carried.
- * Only once the entry is unpublished: a shared limiter thaws a published
- * entry whose writer died, and must find its state whole.
+ * Once frozen and unpublished (moved or removed), each limit's control word
+ * says where its state went: SL_DEAD | succ where it was carried into the
+ * entry succ names (sl_entry_id, sl_shm_entry_id), SL_DEAD alone where it
+ * went nowhere.  A charge still to be taken back follows that, one move at
+ * a time (sl_undo_carried in decide.c).  `kept`: bit j, limit j carried.
+ * Only once unpublished: a shared limiter thaws a published entry whose
+ * writer died, and must find its state whole.
  */
-void sl_entry_drop_state(struct sl_entry *e, const struct sl_policy *pol, unsigned kept)
+void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsigned kept,
+                         uint64_t succ)
 {
     for (unsigned j = 0; j < pol->nlimits; j++)
-        if (!(kept & (1u << j)))
-            sl_store_rel(&e->w[pol->lim[j].off], SL_DEAD);
+        sl_store_rel(&e->w[pol->lim[j].off], SL_DEAD | ((kept >> j & 1) ? succ : 0));
 }
 
 /*

@@ -503,9 +503,18 @@ enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now);
-/* After e (frozen) is unpublished: clear the limits whose state went nowhere
- * (not in `kept`, the mask sl_entry_move_state returned; 0: all). */
-void sl_entry_drop_state(struct sl_entry *e, const struct sl_policy *pol, unsigned kept);
+/* After e (frozen) is unpublished: say in each limit's control word where
+ * its state went (entry.c); kept: the mask sl_entry_move_state returned
+ * (0 for a removal), succ: the successor's id. */
+void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsigned kept,
+                         uint64_t succ);
+/* A private limiter's entry as a successor id (nonzero, below SL_DEAD:
+ * entries are cache-line aligned), and back. */
+static inline uint64_t sl_entry_id(const struct sl_entry *e) { return (uintptr_t)e >> 6; }
+static inline struct sl_entry *sl_entry_of_id(uint64_t id)
+{
+    return (struct sl_entry *)(uintptr_t)(id << 6);
+}
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
 void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
@@ -680,6 +689,10 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g);
 struct sl_entry *sl_shm_find(const struct sl_target *g);
 /* The policy a shared limiter's entry is laid out for (NULL: gone). */
 struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e);
+/* A shared entry's successor id (sl_entry_mark_moved), and back (NULL: no
+ * entry of this file). */
+uint64_t sl_shm_entry_id(uint64_t idx);
+struct sl_entry *sl_shm_entry_of_id(struct sluice *l, uint64_t id);
 void sl_shm_wait(struct sl_target *g);
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);

@@ -129,6 +129,23 @@ struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e)
     return sl_shm_policy(l, e->polref);
 }
 
+/* A shared entry as a successor id: its index, tagged, so that a word a
+ * dead writer left unmarked is not read as one (sl_entry_mark_moved). */
+#define SL_SHM_ID_TAG (UINT64_C(0x1A5B) << 48)
+uint64_t sl_shm_entry_id(uint64_t idx)
+{
+    return SL_SHM_ID_TAG | (idx + 1);
+}
+
+struct sl_entry *sl_shm_entry_of_id(struct sluice *l, uint64_t id)
+{
+    uint64_t idx = (id & ~SL_SHM_ID_TAG) - 1;
+
+    if ((id & (UINT64_C(0x7FFF) << 48)) != SL_SHM_ID_TAG || idx >= l->shm->pool)
+        return NULL;
+    return sl_shm_entry(l->shm, idx);
+}
+
 struct sl_entry *sl_shm_get_current(struct sl_target *g)
 {
     struct sl_shm *m = g->l->shm;
@@ -302,6 +319,7 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
         if (pol == NULL || !sl_shm_idle(l, e, pol, now))
             continue;
         sl_shm_remove(m, s, &a[j]);
+        sl_entry_mark_moved(e, pol, 0, 0);
         removed++;
     }
     sl_store_rlx(&s->reap_cursor, j);
@@ -442,7 +460,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_last_follow(&ne->last_ns, &e->last_ns); /* before e can be reused */
-    sl_entry_drop_state(e, from, kept); /* unpublished: never thawed now */
+    sl_entry_mark_moved(e, from, kept, sl_shm_entry_id(idx)); /* unpublished: never thawed now */
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
 }
@@ -561,6 +579,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
         sl_entry_freeze_fresh_pol(e, pol, now)) {
         sl_shm_remove(m, s, slot);
+        sl_entry_mark_moved(e, pol, 0, 0);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
     }

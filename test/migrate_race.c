@@ -10,7 +10,8 @@
  * made again charged once more: 5 to 20 units spent by one cost-5 call in
  * about 8% of rounds.  Every algorithm whose words a move keeps as they
  * are, on private and shared limiters, and set_policy between two counts
- * of one window (the same words).
+ * of one window (the same words).  And the rollback reaches only the entry
+ * its charge went to (below).
  * Usage: migrate_race [scale]
  */
 #include <stdatomic.h>
@@ -121,6 +122,75 @@ static void one_case(enum sluice_algo algo, bool shared, bool tog, int rounds)
     sluice_destroy(l2);
 }
 
+/*
+ * The charge's own successor, not the key's current entry: a rollback
+ * followed the key to an entry made fresh after the move (idle beyond its
+ * range) and took back another call's charge there, whose word equalled
+ * its receipt (window index modulo 2^27): 10 admitted in a count-5 window.
+ * A is held between its charge on K and its last check by 15 keys of
+ * 131,072 sub-buckets each on L2.
+ */
+static sluice_t *ga_l1, *ga_l2;
+static struct sluice_key ga_keys[16];
+static uint64_t ga_ta;
+static int ga_rc;
+
+static void *ga_thread(void *arg)
+{
+    (void)arg;
+    ga_rc = sluice_acquire_all(ga_keys, 16, 5, ga_ta, NULL);
+    return NULL;
+}
+
+static void undo_never_reaches_a_later_state(int rounds)
+{
+    const uint64_t tb_off = (UINT64_C(1) << 27) * NS_PER_S; /* same index mod 2^27 */
+    char names[16][8];
+    int bad = 0;
+
+    ga_ta = 1000 * NS_PER_S + 5;
+    for (int r = 0; r < rounds; r++) {
+        struct sluice_config c1, c2;
+        struct sluice_policy p1 = {0}, p2 = {0}, p2b = {0};
+        pthread_t th;
+        int seen = 0, rd = -99, rc;
+        sluice_config_init(&c1);
+        sluice_config_init(&c2);
+        sluice_policy_add(&p1, SLUICE_FIXED_WINDOW, 5, NS_PER_S);
+        sluice_policy_add(&p2, SLUICE_SLIDING_WINDOW, 100, 131072 * UINT64_C(1000));
+        p2.limits[0].precision_ns = 1000;
+        p2b = p2;
+        p2b.limits[0].count = 4; /* cost 5: -E2BIG */
+        c1.policy = p1;
+        c2.policy = p2;
+        c1.shards = c2.shards = 1;
+        ga_l1 = t_create(&c1);
+        ga_l2 = t_create(&c2);
+        ga_keys[0] = (struct sluice_key){ga_l1, "K", 1};
+        for (int i = 1; i < 16; i++) {
+            snprintf(names[i], sizeof(names[i]), "k%d", i);
+            ga_keys[i] = (struct sluice_key){ga_l2, names[i], strlen(names[i])};
+        }
+        pthread_create(&th, NULL, ga_thread, NULL);
+        for (long spins = 0; spins < 20000000 && !seen; spins++) /* A's charge on K */
+            seen = sluice_peek_at(ga_l1, "K", 1, 5, ga_ta, NULL) == SLUICE_DENY;
+        if (seen) {
+            CHECK_EQ(sluice_set_policy(ga_l1, &p1), 0);        /* a new generation */
+            (void)sluice_peek_at(ga_l1, "K", 1, 1, ga_ta, NULL); /* K moves, A's charge in it */
+            rd = sluice_acquire_at(ga_l1, "K", 1, 5, ga_ta + tb_off, NULL); /* made fresh */
+            CHECK_EQ(sluice_set_policy(ga_l2, &p2b), 0); /* A decides again: -E2BIG */
+        }
+        pthread_join(th, NULL);
+        rc = sluice_acquire_at(ga_l1, "K", 1, 5, ga_ta + tb_off, NULL);
+        if (seen && ga_rc != SLUICE_ALLOW && rd == SLUICE_ALLOW && rc == SLUICE_ALLOW && bad++ < 3)
+            fprintf(stderr, "round %d: 10 admitted in a count-5 window (A returned %d)\n", r,
+                    ga_rc);
+        sluice_destroy(ga_l1);
+        sluice_destroy(ga_l2);
+    }
+    CHECK_EQ(bad, 0);
+}
+
 int main(int argc, char **argv)
 {
     int rounds = (int)(1000 * t_scale(argc, argv));
@@ -135,5 +205,6 @@ int main(int argc, char **argv)
         if (can_share)
             one_case(algos[a], true, false, rounds / 2);
     }
+    undo_never_reaches_a_later_state(rounds / 50 + 5);
     return t_done("migrate_race");
 }
