@@ -35,6 +35,8 @@
  * equal the receipt.  Elsewhere (a GCRA limit whose T changed its fraction,
  * a sliding log) it stays spent: an under-admission, never more.
  */
+#define SL_UNDO_HOPS 4096
+
 static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsigned j,
                                                       uint64_t cost)
 {
@@ -42,7 +44,10 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
     const struct sl_lim *lim = &from->lim[j];
     struct sl_entry *e = g->e;
 
-    for (int hops = 0; e != NULL && hops < 64; hops++) {
+    /* Moves may come faster than one is followed (a set_policy loop and
+     * peeks): the bound only keeps a call finite against a writer that
+     * never stops; past it the charge stays spent. */
+    for (int hops = 0; e != NULL && hops < SL_UNDO_HOPS; hops++) {
         struct sl_entry *next;
         const struct sl_policy *to;
         uint64_t v;
@@ -99,7 +104,7 @@ static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
  * when a read-only check says the charge will pass; less the slack, so
  * that even a charge that then loses a race only clamps times far behind),
  * and a charge re-reads last_ns after its CAS, which saw every charge
- * before it and so every such raise (sl_floor_behind): a time more than
+ * before it and so every such raise (sl_floor_holds): a time more than
  * SL_TIME_SLACK behind that was decided against a state it may misread, so
  * the charge is taken back and decided again.  Twice SL_TIME_SLACK (2^40
  * ns, 18 min; defined in internal.h) stays far inside every algorithm's
@@ -127,14 +132,6 @@ static inline void sl_floor_ahead(struct sl_target *g, uint64_t cost)
     sl_floor_raise(g, cost);
 }
 
-static bool sl_floor_behind(struct sl_target *g)
-{
-    uint64_t last;
-
-    return g->e != NULL && sl_entry_last(g->e, &last) &&
-           (int64_t)(g->at - last) < -(int64_t)SL_TIME_SLACK;
-}
-
 /*
  * After a charge: true if the floor it needed was published.  A charge
  * more than 2 * SL_TIME_SLACK past last_ns raises the floor first, but only
@@ -152,14 +149,22 @@ static __attribute__((noinline)) bool sl_floor_late(struct sl_target *g)
     return !(atomic_load_explicit(&g->e->w[0], memory_order_seq_cst) & SL_DEAD);
 }
 
-static inline bool sl_floor_published(struct sl_target *g)
+/* After a charge, one read of last_ns: false if the charge must be taken
+ * back and decided again, decided far behind a racing admission, or far
+ * past last_ns with its floor published too late (sl_floor_late). */
+static inline bool sl_floor_holds(struct sl_target *g)
 {
     uint64_t last;
+    int64_t d;
 
-    if (g->e == NULL ||
-        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= 2 * (int64_t)SL_TIME_SLACK))
+    if (g->e == NULL)
         return true;
-    return sl_floor_late(g);
+    if (!sl_entry_last(g->e, &last))
+        return sl_floor_late(g);
+    d = (int64_t)(g->at - last);
+    if (d < -(int64_t)SL_TIME_SLACK)
+        return false;
+    return d <= 2 * (int64_t)SL_TIME_SLACK || sl_floor_late(g);
 }
 
 /* Charge every limit of every tracked key; all or nothing. */
@@ -199,7 +204,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
      * that charge while the later keys keep theirs, which no serial order
      * allows.  (acquire: the freeze is an RMW on the first control word.) */
     for (size_t i = 0; i < n; i++)
-        if (sl_floor_behind(&g[i]) || !sl_floor_published(&g[i]) ||
+        if (!sl_floor_holds(&g[i]) ||
             (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
             (n > 1 && g[i].e != NULL && (sl_load_acq(&g[i].w[0]) & SL_DEAD))) {
             sl_undo_all(g, n, cost);
@@ -225,7 +230,7 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
         return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
     if (rc == SL_OK &&
-        (sl_floor_behind(g) || !sl_floor_published(g) || sl_policy_stale(g->l, g->pol))) {
+        (!sl_floor_holds(g) || sl_policy_stale(g->l, g->pol))) {
         sl_undo_limit(g, 0, cost);
         return SL_RACED; /* decided again, at the newer time */
     }
