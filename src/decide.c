@@ -51,8 +51,9 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
         struct sl_entry *next;
         const struct sl_policy *to;
         uint64_t v;
-        sl_target_wait(g); /* the writer that froze e is done with it */
-        v = sl_load_acq(&e->w[from->lim[j].off]);
+        /* read under the shard lock: the writer that froze e is done, and
+         * no other is midway (a freeze undone and another begun) */
+        v = sl_target_settled(g, &e->w[from->lim[j].off]);
         if (!(v & SL_DEAD)) {
             next = e; /* thawed (a shared limiter's writer died): e again */
             to = from;

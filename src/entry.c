@@ -166,10 +166,29 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
     return sl_entry_freeze_fresh_pol(e, e->pol, now);
 }
 
+/*
+ * The limits of by_idle, taken as fresh for being idle beyond their range
+ * by a read of last_ns before the freeze, still are by one after it (an
+ * RMW, as sl_entry_move_state's): a charge that published its floor only
+ * after landing (sl_floor_late in decide.c) is seen here, or sees the
+ * freeze and is decided again.
+ */
+static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, unsigned by_idle,
+                              uint64_t now)
+{
+    uint64_t lastw = sl_last_after_freeze(&e->last_ns);
+
+    for (unsigned j = 0; j < pol->nlimits; j++)
+        if ((by_idle >> j & 1) &&
+            !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns)))
+            return false;
+    return true;
+}
+
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now)
 {
     uint64_t old[SLUICE_MAX_LIMITS], last;
-    unsigned i;
+    unsigned i, by_idle = 0;
 
     /* Fresh as decided at now (a reap at an older time than the latest
      * admission must not read a newer window as over). */
@@ -178,14 +197,15 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         const struct sl_lim *lim = &pol->lim[i];
         sl_aword *w = &e->w[lim->off];
         old[i] = sl_load_acq(w);
-        /* idle beyond the range: fresh, by last_ns read after the word
-         * (a charge in it published its floor first: sl_entry_move_state) */
-        bool fresh = (sl_entry_last(e, &last) && sl_idle_beyond(now, last, lim->idle_over_ns)) ||
-                     lim->ops->is_fresh(lim, old[i], w, now);
+        bool fresh = lim->ops->is_fresh(lim, old[i], w, now);
+        if (!fresh && sl_entry_last(e, &last) && sl_idle_beyond(now, last, lim->idle_over_ns)) {
+            fresh = true; /* idle beyond the range: confirmed once frozen */
+            by_idle |= 1u << i;
+        }
         if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;
     }
-    if (i == pol->nlimits)
+    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now)))
         return true;
     while (i-- > 0)
         sl_store_rel(&e->w[pol->lim[i].off], old[i]);

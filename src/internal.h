@@ -693,7 +693,9 @@ struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e);
  * entry of this file). */
 uint64_t sl_shm_entry_id(uint64_t idx);
 struct sl_entry *sl_shm_entry_of_id(struct sluice *l, uint64_t id);
-void sl_shm_wait(struct sl_target *g);
+/* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
+ * holding its lock (no writer midway). */
+void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);
 void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out);

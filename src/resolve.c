@@ -90,12 +90,24 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
 /* The charge found a frozen entry: let its writer finish. */
 void sl_target_wait(struct sl_target *g)
 {
+    (void)sl_target_settled(g, NULL);
+}
+
+/* The same, and then *w read while still holding the shard lock, so that
+ * no other writer is midway through the entry (sl_undo_carried). */
+uint64_t sl_target_settled(struct sl_target *g, sl_aword *w)
+{
+    uint64_t v = 0;
+
     if (g->l->shm != NULL) {
-        sl_shm_wait(g);
-        return;
+        sl_shm_wait(g, w, &v);
+        return v;
     }
     sl_shard_lock(g->s);
+    if (w != NULL)
+        v = sl_load_acq(w);
     sl_shard_unlock(g->s);
+    return v;
 }
 
 /* A key the table had no room for, of a limiter that fails closed, denies

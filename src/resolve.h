@@ -28,6 +28,8 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
                       bool create);
 /* g's entry was found frozen: wait for its writer (never long). */
 void sl_target_wait(struct sl_target *g);
+/* The same, returning *w read under the key's shard lock (w NULL: 0). */
+uint64_t sl_target_settled(struct sl_target *g, sl_aword *w);
 /* Some key is untracked (full) under a fail-closed limiter: *which. */
 bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which);
 /* -E2BIG if cost exceeds some key's least capacity, before anything is made. */

@@ -185,13 +185,15 @@ static bool sl_shm_frozen(struct sluice *l, struct sl_entry *e)
     return false;
 }
 
-void sl_shm_wait(struct sl_target *g)
+void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v)
 {
     struct sl_shm *m = g->l->shm;
     struct sl_shm_shard *s = sl_shm_shard(m, g->h);
     struct sl_entry *e;
 
     sl_shm_lock(g->l, s);
+    if (w != NULL)
+        *v = sl_load_acq(w);
     /* still frozen with the lock ours: have it thawed (sl_shm_unlock) */
     if ((e = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL)) != NULL && sl_shm_frozen(g->l, e))
         sl_store_rel(&m->hdr->repair, 1);
@@ -272,12 +274,16 @@ static bool sl_shm_place(struct sluice *l, struct sl_shm_shard *s, uint64_t h, u
     return true;
 }
 
-/* Remove the entry of slot *slot (frozen by us) from a locked shard. */
-static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *slot)
+/* Remove the entry e (laid out for pol) of slot *slot (frozen by us) from a
+ * locked shard; unpublished, it is marked (sl_entry_mark_moved) before it
+ * can be reused. */
+static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *slot,
+                          struct sl_entry *e, const struct sl_policy *pol)
 {
     uint64_t idx = (sl_load_rlx(slot) & SL_IDX_MASK) - 2;
 
     atomic_store_explicit(slot, SL_TOMB, memory_order_seq_cst); /* see sl_shm_retire */
+    sl_entry_mark_moved(e, pol, 0, 0);
     sl_shm_retire(m, idx);
     sl_store_rlx(&s->live, sl_load_rlx(&s->live) - 1);
 }
@@ -318,8 +324,7 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
         struct sl_policy *pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
         if (pol == NULL || !sl_shm_idle(l, e, pol, now))
             continue;
-        sl_shm_remove(m, s, &a[j]);
-        sl_entry_mark_moved(e, pol, 0, 0);
+        sl_shm_remove(m, s, &a[j], e, pol);
         removed++;
     }
     sl_store_rlx(&s->reap_cursor, j);
@@ -578,8 +583,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
     sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
         sl_entry_freeze_fresh_pol(e, pol, now)) {
-        sl_shm_remove(m, s, slot);
-        sl_entry_mark_moved(e, pol, 0, 0);
+        sl_shm_remove(m, s, slot, e, pol);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
     }
