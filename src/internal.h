@@ -619,6 +619,21 @@ static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct
     sl_target_use_at(g, e, pol, sl_entry_time(e, now));
 }
 
+/* g's key found as e, under its policy pol: g decided with it (true), or,
+ * idle beyond its range (sl_entry_expired), as absent by a peek (true) or
+ * to be made fresh first by an acquire (false: SL_MOVE_EXPIRED, then look
+ * again).  Both resolvers, private (resolve.c) and shared (shm_table.c). */
+static inline bool sl_target_use_present(struct sl_target *g, struct sl_entry *e,
+                                         struct sl_policy *pol, uint64_t now, bool create)
+{
+    bool expired = sl_entry_expired(e, pol, now);
+
+    if (expired && create)
+        return false;
+    sl_target_use(g, expired ? NULL : e, pol, now);
+    return true;
+}
+
 /* pol is a default policy that set_policy has replaced since it was read:
  * an entry made under it now would be decided under a policy no longer in
  * force (checked under the shard lock, which admin calls also take). */

@@ -64,13 +64,8 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
         if (cost > want->min_cap)
             return -E2BIG;
         if (e != NULL && e->pol == want) {
-            /* idle beyond its range: absent to a peek, made fresh for an
-             * acquire (then looked up again) */
-            bool expired = sl_entry_expired(e, want, now);
-            if (!expired || !create) {
-                sl_target_use(g, expired ? NULL : e, want, now);
+            if (sl_target_use_present(g, e, want, now, create))
                 return 0;
-            }
             rc = sl_entry_replace(t, g, e, want, SL_MOVE_EXPIRED, now);
         } else if (e == NULL && !create) {
             /* a peek does not reap: it says when an acquire would have to */

@@ -523,12 +523,8 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
         if ((pol == NULL || !pol->is_override) && cost > cur->min_cap)
             return -E2BIG;
         if (e != NULL && pol != NULL && (pol->is_override || pol == cur)) {
-            /* idle beyond its range: absent to a peek, made fresh for an acquire */
-            bool expired = sl_entry_expired(e, pol, now);
-            if (!expired || !create) {
-                sl_target_use(g, expired ? NULL : e, pol, now);
+            if (sl_target_use_present(g, e, pol, now, create))
                 return 0;
-            }
             rc = sl_shm_replace(g, e, pol, pol, SL_MOVE_EXPIRED, now);
         } else if (e == NULL && !create) {
             if (sl_load_rlx(&m->hdr->nkeys) >= l->max_keys) /* as in-process */
