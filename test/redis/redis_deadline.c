@@ -251,6 +251,19 @@ static void check_outage(const char *what, int rc, const struct sluice_result *r
                 what, rc, r->flags, (double)waited / 1e6, (double)timeout / 1e6);
 }
 
+/* One call that must be an outage within the bound; returns its wait. */
+static uint64_t timed_outage(sluice_redis_t *t, const char *what, const char *key,
+                             uint64_t timeout)
+{
+    struct sluice_result r;
+    uint64_t t0 = mono();
+    int rc = sluice_redis_acquire(t, key, strlen(key), 1, &r);
+    uint64_t w = mono() - t0;
+
+    check_outage(what, rc, &r, w, timeout);
+    return w;
+}
+
 struct caller {
     sluice_redis_t *t;
     const char *key;
@@ -276,18 +289,13 @@ static void drip(void)
 {
     const uint64_t timeout = 50000000;
     sluice_redis_t *t;
-    struct sluice_result r;
     struct caller c[4];
     uint64_t worst = 0;
 
     fake_start(DRIP);
     t = tier_to_fake(timeout, 1);
     for (int i = 0; i < 2; i++) {
-        uint64_t t0 = mono();
-        int rc = sluice_redis_acquire(t, "drip", 4, 1, &r);
-        uint64_t w = mono() - t0;
-
-        check_outage("drip", rc, &r, w, timeout);
+        uint64_t w = timed_outage(t, "drip", "drip", timeout);
         worst = w > worst ? w : worst;
     }
     for (int i = 0; i < 4; i++)
@@ -308,17 +316,12 @@ static void noscript(void)
 {
     const uint64_t timeout = 50000000;
     sluice_redis_t *t;
-    struct sluice_result r;
     uint64_t worst = 0;
 
     fake_start(NOSCRIPT);
     t = tier_to_fake(timeout, 1);
     for (int i = 0; i < 3; i++) {
-        uint64_t t0 = mono();
-        int rc = sluice_redis_acquire(t, "ns", 2, 1, &r);
-        uint64_t w = mono() - t0;
-
-        check_outage("noscript", rc, &r, w, timeout);
+        uint64_t w = timed_outage(t, "noscript", "ns", timeout);
         worst = w > worst ? w : worst;
         usleep(2000);
     }
