@@ -109,7 +109,10 @@ static void sl_undo_all(struct sl_target *g, size_t n, uint64_t cost)
  * SL_TIME_SLACK behind that was decided against a state it may misread, so
  * the charge is taken back and decided again.  Twice SL_TIME_SLACK (2^40
  * ns, 18 min; defined in internal.h) stays far inside every algorithm's
- * range.
+ * range.  Then the charge commits its own time (sl_commit), which also
+ * publishes the floor of a charge that ran far ahead with no floor raised
+ * (its read-only check failed, and a racing charge was taken back before
+ * its CAS).
  */
 
 static __attribute__((noinline)) void sl_floor_raise(struct sl_target *g, uint64_t cost)
@@ -133,39 +136,26 @@ static inline void sl_floor_ahead(struct sl_target *g, uint64_t cost)
     sl_floor_raise(g, cost);
 }
 
-/*
- * After a charge: true if the floor it needed was published.  A charge
- * more than 2 * SL_TIME_SLACK past last_ns raises the floor first, but only
- * when its read-only check passes (sl_floor_raise); a racing charge taken
- * back between that check and the charge lets it land without one.  A
- * writer's test of last_ns after a freeze would then miss it (a key idle
- * beyond its range is made fresh, dropping it), so it publishes the floor
- * now, and if the entry was frozen meanwhile (the writer's RMW of last_ns,
- * and this load of the control word, see sl_touch) it is taken back and
- * decided again.  Cold: a hot key never gets here.
- */
-static __attribute__((noinline)) bool sl_floor_late(struct sl_target *g)
-{
-    sl_time_raise_sc(&g->e->last_ns, g->at - SL_TIME_SLACK);
-    return !(atomic_load_explicit(&g->e->w[0], memory_order_seq_cst) & SL_DEAD);
-}
-
-/* After a charge, one read of last_ns: false if the charge must be taken
- * back and decided again, decided far behind a racing admission, or far
- * past last_ns with its floor published too late (sl_floor_late). */
+/* After a charge, one read of last_ns: false if it was decided far behind a
+ * racing admission, and must be taken back and decided again. */
 static inline bool sl_floor_holds(struct sl_target *g)
 {
     uint64_t last;
-    int64_t d;
 
-    if (g->e == NULL)
-        return true;
-    if (!sl_entry_last(g->e, &last))
-        return sl_floor_late(g);
-    d = (int64_t)(g->at - last);
-    if (d < -(int64_t)SL_TIME_SLACK)
-        return false;
-    return d <= 2 * (int64_t)SL_TIME_SLACK || sl_floor_late(g);
+    return g->e == NULL || !sl_entry_last(g->e, &last) ||
+           (int64_t)(g->at - last) >= -(int64_t)SL_TIME_SLACK;
+}
+
+/*
+ * The last step of an admission's charge: its time into last_ns, the
+ * reaper's idle test, the time a replacement reads the state at, and the
+ * floor of later decisions' times.  False if a writer that froze the entry
+ * after the charge landed took last_ns first (sl_last_commit): the charge
+ * is taken back and decided again, never left standing without its time.
+ */
+static inline bool sl_commit(struct sl_target *g)
+{
+    return g->e == NULL || sl_last_commit(&g->e->last_ns, g->at);
 }
 
 /* Charge every limit of every tracked key; all or nothing. */
@@ -211,6 +201,15 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
             sl_undo_all(g, n, cost);
             return SL_RACED;
         }
+    /* Every test passed before the first time is committed: a time once
+     * committed cannot be taken back, and a later key's seal makes the
+     * call decide again (the window between the test of w[0] above and a
+     * later key's commit is the only one left where that happens). */
+    for (size_t i = 0; i < n; i++)
+        if (!sl_commit(&g[i])) {
+            sl_undo_all(g, n, cost);
+            return SL_RACED;
+        }
     return SL_OK;
 }
 
@@ -231,9 +230,9 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
         return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
     if (rc == SL_OK &&
-        (!sl_floor_holds(g) || sl_policy_stale(g->l, g->pol))) {
+        (!sl_floor_holds(g) || sl_policy_stale(g->l, g->pol) || !sl_commit(g))) {
         sl_undo_limit(g, 0, cost);
-        return SL_RACED; /* decided again, at the newer time */
+        return SL_RACED; /* decided again, at the newer time or on the new entry */
     }
     if (res != NULL) {
         struct sl_report r;
@@ -301,36 +300,6 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool cha
     if (rc == SL_OK)
         sl_report_charged(g, n, res);
     return rc == SL_NO ? SL_RACED : rc;
-}
-
-/*
- * Remember the latest admission: the reaper's idle test, the time a policy
- * change reads the state at, and the floor of later decisions' times.  A
- * maximum by CAS (a plain load-then-store could lower it when admissions
- * race), in modular order like every time here.
- */
-static void sl_touch(struct sl_target *g, uint64_t at)
-{
-    struct sl_entry *e = g->e;
-
-    /* A writer that froze e after this charge (a policy change, a reset)
-     * may have copied last_ns to the entry replacing it before this raise:
-     * raise the key's current entry too, so no later decision on it runs
-     * before this admission.  The copy reads last_ns by an RMW
-     * (sl_last_after_freeze): either it sees this raise, or this load of
-     * the control word sees the freeze.  A CAS and a plain load on x86. */
-    for (int hops = 0; e != NULL && hops < 4; hops++) {
-        struct sl_entry *next;
-        sl_time_raise_sc(&e->last_ns, at);
-        /* w[0]: the first limit's control word, frozen first (and the
-         * entry's policy is not at hand for a shared limiter's entries) */
-        if (!(atomic_load_explicit(&e->w[0], memory_order_seq_cst) & SL_DEAD))
-            return;
-        next = g->l->shm != NULL ? sl_shm_find(g) : sl_table_get(g->s, g->h, g->key, g->len);
-        if (next == e)
-            return;
-        e = next;
-    }
 }
 
 /*
@@ -489,11 +458,8 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
         rc = SL_OK;
     if (rc >= 0 && res != NULL)
         sl_result_finish(res, rc, flags);
-    if (rc >= 0 && charge) {
-        for (size_t i = 0; i < n && rc == SL_OK; i++)
-            sl_touch(&g[i], g[i].at);
+    if (rc >= 0 && charge)
         sl_count_decision(t, g, n, rc == SL_OK);
-    }
     for (size_t i = 0; i < n; i++) {
         /* an error makes nothing: a key this call inserted before a later
          * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
@@ -574,8 +540,6 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t co
         return -EAGAIN; /* nothing charged stands: decided again */
     if (res != NULL)
         sl_result_finish(res, rc, g->flags);
-    if (rc == SL_OK)
-        sl_touch(g, g->at);
     sl_stat_add(g->l, t, rc == SL_OK);
     return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }

@@ -79,9 +79,8 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
         return false;
     for (unsigned i = 0; i < pol->nlimits; i++)
         pol->lim[i].ops->freeze(&pol->lim[i], &e->w[pol->lim[i].off]);
-    /* The caller then reads last_ns with sl_last_after_freeze(): an
-     * admission whose raise that read misses sees the freeze and raises
-     * the replacement itself (sl_touch in decide.c). */
+    /* The caller then takes last_ns with sl_last_seal(): an admission
+     * whose time that misses is taken back (sl_last_commit). */
     return true;
 }
 
@@ -105,16 +104,16 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsign
  * A key idle beyond its range starts fresh (sl_idle_beyond), and its last_ns
  * moves up to a time it was so by: every time a later call is decided at is
  * then one where the old state was over too, as a decision that read it
- * right would find.  The test reads last_ns after the freeze (an RMW: it
- * sees every raise made before a charge that landed, and every charge
- * published its floor first when it ran far ahead): a racing admission
+ * right would find.  The test reads last_ns as sealed after the freeze: it
+ * has every admission that stands (sl_last_commit), so a racing admission
  * that came first keeps the state, carried as for any replacement.
  */
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
-                             const struct sl_policy *cur, enum sl_move how, uint64_t now)
+                             const struct sl_policy *cur, enum sl_move how, uint64_t now,
+                             sl_aword *save)
 {
-    uint64_t lastw = sl_last_after_freeze(&e->last_ns), last = lastw - 1;
+    uint64_t lastw = sl_last_seal(&e->last_ns, save), last = lastw - 1;
     unsigned carried = 0;
 
     if (how == SL_MOVE_EXPIRED) {
@@ -163,29 +162,31 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
 
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 {
-    return sl_entry_freeze_fresh_pol(e, e->pol, now);
+    return sl_entry_freeze_fresh_pol(e, e->pol, now, NULL);
 }
 
 /*
  * The limits of by_idle, taken as fresh for being idle beyond their range
- * by a read of last_ns before the freeze, still are by one after it (an
- * RMW, as sl_entry_move_state's): a charge that published its floor only
- * after landing (sl_floor_late in decide.c) is seen here, or sees the
- * freeze and is decided again.
+ * by a read of last_ns before the freeze, still are by last_ns sealed after
+ * it: a charge that landed before the freeze has its time there, or is
+ * taken back (sl_last_commit).  Unsealed again when not confirmed.
  */
 static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, unsigned by_idle,
-                              uint64_t now)
+                              uint64_t now, sl_aword *save)
 {
-    uint64_t lastw = sl_last_after_freeze(&e->last_ns);
+    uint64_t lastw = sl_last_seal(&e->last_ns, save);
 
     for (unsigned j = 0; j < pol->nlimits; j++)
         if ((by_idle >> j & 1) &&
-            !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns)))
+            !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns))) {
+            sl_last_unseal(&e->last_ns, lastw);
             return false;
+        }
     return true;
 }
 
-bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now)
+bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
+                               sl_aword *save)
 {
     uint64_t old[SLUICE_MAX_LIMITS], last;
     unsigned i, by_idle = 0;
@@ -205,7 +206,7 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;
     }
-    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now)))
+    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now, save)))
         return true;
     while (i-- > 0)
         sl_store_rel(&e->w[pol->lim[i].off], old[i]);

@@ -153,11 +153,11 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         rc = -EAGAIN;
     } else {
         unsigned kept = sl_entry_move_state(
-            e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now);
+            e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now,
+            NULL);
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();
-        sl_last_follow(&ne->last_ns, &e->last_ns);
         sl_entry_mark_moved(e, e->pol, kept, sl_entry_id(ne));
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);

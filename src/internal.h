@@ -288,64 +288,80 @@ struct sl_probe {
     uint64_t hash;
 };
 
-/* last_ns holds 1 + the time, 0 for none; UINT64_MAX reads back 1 ns
- * early (UINT64_MAX - 1), which only ever decides 1 ns earlier. */
-static inline uint64_t sl_last_encode(uint64_t t) { return t == UINT64_MAX ? t : t + 1; }
+/* last_ns holds 1 + the time, 0 for none, SL_LAST_SEALED once a writer
+ * has taken it for a replacement (sl_last_seal).  The two latest times
+ * read back as UINT64_MAX - 2, which only ever decides 2 ns earlier. */
+#define SL_LAST_SEALED UINT64_MAX
+static inline uint64_t sl_last_encode(uint64_t t)
+{
+    return t >= UINT64_MAX - 2 ? UINT64_MAX - 1 : t + 1;
+}
 
 /* Raise an encoded time word to t in modular order, by CAS so racing
- * writers never lower it.  relaxed: its readers either hold the shard lock
- * or only need some value it held (a floor for later decisions). */
+ * writers never lower it, and never past a seal.  relaxed: its readers
+ * either hold the shard lock or only need some value it held (a floor for
+ * later decisions). */
 static inline void sl_time_raise(sl_aword *w, uint64_t t)
 {
     uint64_t enc = sl_last_encode(t), seen = sl_load_rlx(w);
 
-    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
+    while (seen != SL_LAST_SEALED && (seen == 0 || (int64_t)(enc - seen) > 0) &&
            !atomic_compare_exchange_weak_explicit(w, &seen, enc, memory_order_relaxed,
                                                   memory_order_relaxed))
         ;
 }
 
-/* The same, sequentially consistent: an admission's raise against a
- * writer that freezes the entry and then copies the word (decide.c). */
-static inline void sl_time_raise_sc(sl_aword *w, uint64_t t)
+/*
+ * An admission's time, made part of its charge.  A writer that replaces
+ * an entry freezes its state words and then takes last_ns by sealing it
+ * (sl_last_seal), and the replacement starts from what it took.  Both are
+ * RMWs on this one word, so exactly one of two things holds: this raise
+ * came first, and the writer carries it (the charge, landed before the
+ * freeze, is carried with it); or the seal came first, and this returns
+ * false: the charge must be taken back and decided again.  (A raise that
+ * follows the key to the replacement after the fact would come too late:
+ * a call at an earlier time may have been decided there meanwhile, and a
+ * later one at that time would then be clamped past it.)  Release: the
+ * charge before it is visible to a writer that reads the raise.
+ */
+static inline bool sl_last_commit(sl_aword *w, uint64_t t)
 {
-    uint64_t enc = sl_last_encode(t), seen = atomic_load_explicit(w, memory_order_seq_cst);
+    uint64_t enc = sl_last_encode(t), seen = sl_load_rlx(w);
 
-    while ((seen == 0 || (int64_t)(enc - seen) > 0) &&
-           !atomic_compare_exchange_weak_explicit(w, &seen, enc, memory_order_seq_cst,
-                                                  memory_order_seq_cst))
-        ;
+    while (seen == 0 || (seen != SL_LAST_SEALED && (int64_t)(enc - seen) > 0))
+        if (atomic_compare_exchange_weak_explicit(w, &seen, enc, memory_order_release,
+                                                  memory_order_relaxed))
+            return true;
+    return seen != SL_LAST_SEALED;
 }
 
 /*
- * last_ns of an entry just frozen, for its replacement.  An RMW, not a
- * load: it reads the newest value, so either it sees a racing admission's
- * raise (sl_touch's CAS), or that raise comes later in last_ns's order and
- * reads from this RMW, which then synchronizes with it: the freeze before
- * this happens before the admission's check of the control word, which
- * then sees the entry frozen and raises the replacement too.  No fence
- * (ThreadSanitizer refuses them); a locked add on x86, off the hot path.
+ * last_ns of an entry just frozen, for its replacement or an idle test:
+ * the value it had, sealed so that no admission raises it after this
+ * (sl_last_commit).  save: where a shared limiter keeps the value until
+ * the writer is done, so that a survivor can unseal the entry if the
+ * writer dies (sl_last_unseal); stored before the CAS that seals, each
+ * time it is tried.  A locked CAS on x86, off the hot path.
  */
-static inline uint64_t sl_last_after_freeze(sl_aword *w)
+static inline uint64_t sl_last_seal(sl_aword *w, sl_aword *save)
 {
-    return atomic_fetch_add_explicit(w, 0, memory_order_seq_cst);
+    uint64_t seen = atomic_load_explicit(w, memory_order_acquire);
+
+    for (;;) {
+        SL_ASSERT(seen != SL_LAST_SEALED); /* one writer at a time (shard lock) */
+        if (save != NULL)
+            sl_store_rlx(save, seen);
+        if (atomic_compare_exchange_weak_explicit(w, &seen, SL_LAST_SEALED,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return seen;
+    }
 }
 
-/*
- * Once the replacement `to` of a frozen entry is published: an admission
- * whose raise of the frozen entry's last_ns came after the copy, and whose
- * lookup still found the frozen entry (it ran before the publication),
- * raised nothing else (sl_touch).  Read last_ns again, by an RMW: either it
- * sees that raise, which goes to `to` here, or the raise reads from this
- * RMW, which then synchronizes with it: the publication before this
- * happens before the admission's lookup, which then finds `to`.
- */
-static inline void sl_last_follow(sl_aword *to, sl_aword *from)
+/* Give back a sealed last_ns (a freeze undone): before the state words
+ * are thawed, so that no charge lands to meet a seal that stays. */
+static inline void sl_last_unseal(sl_aword *w, uint64_t v)
 {
-    uint64_t v = sl_last_after_freeze(from);
-
-    if (v != 0)
-        sl_time_raise_sc(to, v == UINT64_MAX ? v : v - 1);
+    sl_store_rel(w, v);
 }
 
 /* The time of e's latest admission; false if it had none. */
@@ -354,7 +370,7 @@ static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
     uint64_t v = sl_load_rlx(&e->last_ns);
 
     *t = v - 1;
-    return v != 0;
+    return v != 0 && v != SL_LAST_SEALED; /* sealed: frozen, never decided on */
 }
 
 /*
@@ -498,11 +514,13 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
 /* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
  * its state words as `how` says and its last_ns; cur: the default in force
- * (sl_policy_carry); now: the caller's time.  Returns the set of e's limits
+ * (sl_policy_carry); now: the caller's time; save: as for sl_last_seal.
+ * Returns the set of e's limits
  * whose state went to ne (bit j: limit j). */
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
-                             const struct sl_policy *cur, enum sl_move how, uint64_t now);
+                             const struct sl_policy *cur, enum sl_move how, uint64_t now,
+                             sl_aword *save);
 /* After e (frozen) is unpublished: say in each limit's control word where
  * its state went (entry.c); kept: the mask sl_entry_move_state returned
  * (0 for a removal), succ: the successor's id. */
@@ -681,7 +699,9 @@ int sl_config_check(const struct sluice_config *cfg);
 unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
 bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
-bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now);
+/* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
+bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
+                               sl_aword *save);
 
 /* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
 

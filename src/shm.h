@@ -19,7 +19,7 @@
 #include "internal.h"
 
 #define SL_SHM_MAGIC UINT64_C(0x31484d5345434c53) /* "SLCESMH1" */
-#define SL_SHM_LAYOUT 2u          /* 2: override policies */
+#define SL_SHM_LAYOUT 3u          /* 2: override policies; 3: sealed_last */
 #define SL_SHM_PROCS 1024u      /* processes attached at once, at most */
 #define SL_SHM_TSLOTS 7u        /* counter slots owned by thread ids 0..6; one more shared */
 #define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */
@@ -115,6 +115,9 @@ struct sl_shm_shard {
                                    UINT64_MAX: not known (a writer died) */
     sl_aword live, used;        /* entries; entries + tombstones (under lock) */
     sl_aword reap_cursor;       /* (under lock) */
+    sl_aword sealed_last;       /* last_ns of the entry a writer sealed
+                                   (sl_last_seal): a dead writer's is
+                                   given back by sl_shm_thaw (under lock) */
 } SL_ALIGNED;
 
 struct sl_shm_layout {
@@ -250,6 +253,12 @@ static inline struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
 static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
 {
     return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
+}
+
+/* The shard whose slot arrays hold slot. */
+static inline struct sl_shm_shard *sl_shm_slot_shard(struct sl_shm *m, const sl_aword *slot)
+{
+    return &m->shards[(uint64_t)(slot - m->slots) / (2 * m->nslots)];
 }
 
 /* The entry a slot value names; NULL for empty, tombstone or out of range

@@ -288,8 +288,8 @@ static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *sl
     sl_store_rlx(&s->live, sl_load_rlx(&s->live) - 1);
 }
 
-static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_policy *pol,
-                        uint64_t now)
+static bool sl_shm_idle(struct sluice *l, struct sl_shm_shard *s, struct sl_entry *e,
+                        const struct sl_policy *pol, uint64_t now)
 {
     uint32_t pin = atomic_load_explicit(&e->pinned, memory_order_acquire);
     uint64_t last;
@@ -306,7 +306,7 @@ static bool sl_shm_idle(struct sluice *l, struct sl_entry *e, const struct sl_po
     /* idle at now, as sl_entry_freeze_if_idle: never a key admitted later */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now);
+    return sl_entry_freeze_fresh_pol(e, pol, now, &s->sealed_last);
 }
 
 /* Reap idle keys of a locked shard (inside a ck section: policies). */
@@ -322,7 +322,7 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
          scanned++, j = (j + 1) & mask) {
         struct sl_entry *e = sl_slot_entry(m, sl_load_rlx(&a[j]));
         struct sl_policy *pol = e != NULL ? sl_shm_policy(l, e->polref) : NULL;
-        if (pol == NULL || !sl_shm_idle(l, e, pol, now))
+        if (pol == NULL || !sl_shm_idle(l, s, e, pol, now))
             continue;
         sl_shm_remove(m, s, &a[j], e, pol);
         removed++;
@@ -461,10 +461,10 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         return -EAGAIN;
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
-    kept = sl_entry_move_state(e, from, ne, to, NULL, how, now);
+    kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
+                               &sl_shm_slot_shard(m, slot)->sealed_last);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
-    sl_last_follow(&ne->last_ns, &e->last_ns); /* before e can be reused */
     sl_entry_mark_moved(e, from, kept, sl_shm_entry_id(idx)); /* unpublished: never thawed now */
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
@@ -578,7 +578,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
 
     sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
-        sl_entry_freeze_fresh_pol(e, pol, now)) {
+        sl_entry_freeze_fresh_pol(e, pol, now, &s->sealed_last)) {
         sl_shm_remove(m, s, slot, e, pol);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
@@ -586,10 +586,14 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
     sl_shm_unlock(l, s);
 }
 
-/* Thaw a published entry a dead writer froze (every shard locked). */
-static void sl_shm_thaw(struct sluice *l, struct sl_entry *e)
+/* Thaw a published entry a dead writer froze (every shard locked), its
+ * last_ns first if the writer had sealed it (sl_last_unseal). */
+static void sl_shm_thaw(struct sluice *l, struct sl_shm_shard *s, struct sl_entry *e)
 {
     const struct sl_policy *pol = sl_shm_policy(l, e->polref);
+
+    if (sl_load_acq(&e->last_ns) == SL_LAST_SEALED)
+        sl_last_unseal(&e->last_ns, sl_load_rlx(&s->sealed_last));
 
     for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++) {
         /* an RMW, not a load and a store: a sliding log's writer (a decider,
@@ -632,7 +636,7 @@ void sl_shm_reconcile(struct sluice *l)
             if (named != NULL && sl_shm_is_ovr(e->polref) && (e->polref & UINT32_MAX) < m->novr)
                 named[e->polref & UINT32_MAX] = e->polref;
             ovr_keys += sl_shm_is_ovr(e->polref);
-            sl_shm_thaw(l, e);
+            sl_shm_thaw(l, s, e);
         }
         sl_store_rlx(&s->live, live);
         sl_store_rlx(&s->used, used);
