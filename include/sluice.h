@@ -411,9 +411,9 @@ SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint6
 /*
  * Forget the key's state: its next request is decided as a fresh key's.
  * A per-key override stays in place, and so does the key's latest
- * admission time: a request stamped earlier is decided as at it (an
- * admission racing the reset, whose units the reset forgets, may be
- * forgotten from that time too, as for a new key).
+ * admission time: a request stamped earlier is decided as at it (the
+ * time of an admission racing the reset too, whose units the reset may
+ * forget).
  * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
  */
 SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);

@@ -202,9 +202,11 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
             return SL_RACED;
         }
     /* Every test passed before the first time is committed: a time once
-     * committed cannot be taken back, and a later key's seal makes the
-     * call decide again (the window between the test of w[0] above and a
-     * later key's commit is the only one left where that happens). */
+     * committed cannot be taken back.  A later key sealed between the test
+     * of w[0] above and its commit makes the call decide again with the
+     * earlier keys' times raised; if it is then denied, those raises stand
+     * for no admission (doc/DESIGN.md, "An admission's time commits with
+     * its charge": the one gap left, a few instructions wide). */
     for (size_t i = 0; i < n; i++)
         if (!sl_commit(&g[i])) {
             sl_undo_all(g, n, cost);

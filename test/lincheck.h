@@ -202,7 +202,7 @@ static inline unsigned lc_branches(const struct lc_op *op, unsigned nb)
     case LC_REAPKEY:
         return 2;
     case LC_RESET:
-        return op->forget_ok ? 2 : 1;
+        return 1;
     default:
         return nb;
     }
@@ -254,12 +254,10 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         }
         lc_model_rc = 0;
         /* "decided as a fresh key's", at no time before its latest
-         * admission, which a reset keeps (as any key, sluice.h); branch 1:
-         * an admission racing the reset may not count toward that time
-         * (its raise reaches the replacement after a reap took it) */
+         * admission, which a reset keeps (as any key, sluice.h), racing
+         * admissions' times included (their times commit with their
+         * charges: src/decide.c, sl_commit) */
         memset(s->k[op->key].lim, 0, sizeof(s->k[op->key].lim));
-        if (branch == 1)
-            s->k[op->key].last = 0;
         lc_layout(w, s, op->key, lc_want(w, s, op->key));
         s->k[op->key].exists = 1;
         return op->rc == 0;

@@ -35,7 +35,6 @@ struct lc_op {
     int leftover_ok;      /* a rollback of this call may leave charges behind */
     uint64_t need;        /* ops (bits) that must be linearized before this one */
     int split;            /* LC_REAP: its removals are LC_REAPKEY steps; it checks the count */
-    int forget_ok;        /* LC_RESET racing an admission of its key: may forget its time */
 };
 
 /*

@@ -606,12 +606,6 @@ static int run_and_check(uint64_t index, enum shape sh)
     alarm(0);
     n = add_resolves(op, n);
     n = add_reap_steps(op, n);
-    for (int i = 0; i < n; i++) /* resets racing an admission of their key */
-        for (int j = 0; j < n && op[i].kind == LC_RESET && !op[i].forget_ok; j++)
-            for (int k = 0; k < (op[j].kind == LC_ALL ? op[j].nk : 1); k++)
-                op[i].forget_ok |= (op[j].kind == LC_ACQ || op[j].kind == LC_ALL) &&
-                                   overlaps(&op[i], &op[j]) &&
-                                   (op[j].kind == LC_ALL ? op[j].keys[k] : op[j].key) == op[i].key;
     /* the narrow allowances: only next to an acquire_all / multi-limit call */
     for (int i = 0; i < n; i++) {
         op[i].transient_ok = op[i].leftover_ok = 0;
