@@ -1,9 +1,10 @@
 /*
  * Shared limiters, what a killed process leaves behind, made on purpose
  * (internals: src/shm.h) rather than by chance as in shared_chaos:
- *   - a writer killed holding a shard lock, with a published entry frozen,
- *     an entry allocated and never published, and a key reserved: the next
- *     caller takes the lock over, the key decides with its state intact,
+ *   - a writer killed holding a shard lock, with a published entry frozen
+ *     and its last_ns sealed, an entry allocated and never published, and
+ *     a key reserved: the next caller takes the lock over, the key decides
+ *     with its state and its latest admission time intact,
  *     the count is right again and the lost entry comes back;
  *   - a process killed inside a section (left a zombie, not waited for), a
  *     record whose pid is alive but whose start time is another process's
@@ -67,7 +68,8 @@ static void test_dead_writer(const char *path)
         struct sl_entry *e = find(l, "victim");
         uint64_t idx;
         (void)sl_shm_word_lock(l, &s->lock, true);
-        sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would */
+        sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would, */
+        (void)sl_last_seal(&e->last_ns, &s->sealed_last); /* its last_ns taken */
         idx = sl_shm_alloc(m);                           /* its new entry */
         atomic_fetch_add(&m->hdr->nkeys, 1);             /* a reservation */
         if (write(pfd[1], &idx, sizeof(idx)) != sizeof(idx))
@@ -84,6 +86,8 @@ static void test_dead_writer(const char *path)
         n++;
     CHECK_U64(n, 7);
     alarm(0);
+    /* unsealed, with its latest admission time: later calls still commit */
+    CHECK_U64(atomic_load(&find(l, "victim")->last_ns), T + 1);
     sluice_stats(l, &st);
     CHECK_U64(st.keys, 2);                                     /* the reservation undone */
     CHECK((atomic_load(&m->states[lost]) & 3) == SL_ST_LIMBO); /* coming back */

@@ -73,8 +73,12 @@ static int patch(const char *dir, const char *name, bool freeze, bool busy)
     for (uint64_t i = 0; freeze && i < h->pool; i++) {
         struct sl_entry *e = (struct sl_entry *)(void *)(base + lay.entries + i * h->esize);
         sl_aword *state = (sl_aword *)(void *)(base + lay.states) + i;
-        if (sl_load_rlx(state) == SL_ST_USED && sl_shm_is_ovr(e->polref))
-            sl_store_rlx(&e->w[0], sl_load_rlx(&e->w[0]) | SL_DEAD); /* a dead writer's */
+        if (sl_load_rlx(state) == SL_ST_USED && sl_shm_is_ovr(e->polref)) {
+            /* a dead writer's: frozen, its last_ns sealed (one shard) */
+            struct sl_shm_shard *sh = (struct sl_shm_shard *)(void *)(base + lay.shards);
+            sl_store_rlx(&e->w[0], sl_load_rlx(&e->w[0]) | SL_DEAD);
+            (void)sl_last_seal(&e->last_ns, &sh->sealed_last);
+        }
     }
     if (busy) { /* a dead override_set's slot, taken and never published */
         struct sl_shm_ovr *o = (struct sl_shm_ovr *)(void *)(base + lay.ovr);
