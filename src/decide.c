@@ -158,6 +158,30 @@ static inline bool sl_commit(struct sl_target *g)
     return g->e == NULL || sl_last_commit(&g->e->last_ns, g->at);
 }
 
+/*
+ * A call on several keys counts itself on each (tracked) key before its
+ * test that none is frozen, and leaves after its commits, or before taking
+ * its charges back (whose undo may wait for the writer that waits for this
+ * count): entry.c, sl_entry_commits_done.  acq_rel RMWs: a writer's read
+ * of the count is an RMW too.
+ */
+static void sl_commits_count(struct sl_target *g, size_t n, int delta)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g[i].e != NULL)
+            (void)atomic_fetch_add_explicit(&g[i].e->committing, (uint32_t)delta,
+                                            memory_order_acq_rel);
+}
+
+/* A charge of every key that a test after it refused: the call leaves the
+ * counts first (n > 1), then takes its charges back. */
+static void sl_charge_all_back(struct sl_target *g, size_t n, uint64_t cost)
+{
+    if (n > 1)
+        sl_commits_count(g, n, -1);
+    sl_undo_all(g, n, cost);
+}
+
 /* Charge every limit of every tracked key; all or nothing. */
 static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                          size_t *frozen)
@@ -194,24 +218,26 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
      * migration replaced it between this call's charges): a reset drops
      * that charge while the later keys keep theirs, which no serial order
      * allows.  (acquire: the freeze is an RMW on the first control word.) */
+    if (n > 1)
+        sl_commits_count(g, n, 1);
     for (size_t i = 0; i < n; i++)
         if (!sl_floor_holds(&g[i]) ||
             (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
             (n > 1 && g[i].e != NULL && (sl_load_acq(&g[i].w[0]) & SL_DEAD))) {
-            sl_undo_all(g, n, cost);
+            sl_charge_all_back(g, n, cost);
             return SL_RACED;
         }
     /* Every test passed before the first time is committed: a time once
-     * committed cannot be taken back.  A later key sealed between the test
-     * of w[0] above and its commit makes the call decide again with the
-     * earlier keys' times raised; if it is then denied, those raises stand
-     * for no admission (doc/DESIGN.md, "An admission's time commits with
-     * its charge": the one gap left, a few instructions wide). */
+     * committed cannot be taken back, and with several keys no writer
+     * seals one of them until this call has left (sl_entry_commits_done);
+     * a commit fails only where that wait ran out. */
     for (size_t i = 0; i < n; i++)
         if (!sl_commit(&g[i])) {
-            sl_undo_all(g, n, cost);
+            sl_charge_all_back(g, n, cost);
             return SL_RACED;
         }
+    if (n > 1)
+        sl_commits_count(g, n, -1);
     return SL_OK;
 }
 
@@ -369,7 +395,7 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
      * the idle test (sl_entry_expired) */
     lastw = sl_load_rlx(&e->last_ns);
     since = now - (lastw - 1);
-    if (cost > pol->min_cap ||
+    if (cost > pol->min_cap || lastw == SL_LAST_SEALED || /* being moved: no time to read */
         (pol != atomic_load_explicit(&l->policy, memory_order_acquire) && !pol->is_override) ||
         (lastw != 0 && (int64_t)since > 0 && since > pol->idle_fresh_ns))
         return false;

@@ -7,6 +7,7 @@
  * epoch in batches (sl_limbo): one callback per batch, so an entry needs no
  * epoch header of its own and stays one cache line.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,57 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsign
 }
 
 /*
+ * A call on several keys commits their times one key after another, after
+ * testing that none is frozen (sl_charge_all in decide.c).  A writer that
+ * sealed one key between that test and its commit would fail the commit
+ * there after the call committed other keys' times, which cannot be taken
+ * back: the call, decided again and denied, would leave a time that stands
+ * for no admission, and a call at an earlier time on those keys would then
+ * be clamped past one decided before it (two units in one window of one).
+ * So the call counts itself on each key before its test, and a writer reads
+ * the count after its freeze: both are RMWs, so either the writer's read
+ * comes first, and the call's acquiring increment makes the freeze visible
+ * to its test (it commits nothing), or the writer sees the count and waits
+ * for the call's commits before it seals.  Calls that count themselves
+ * later see the freeze and leave.  A call that never leaves (a process
+ * killed, or stopped, between the two) is waited for SL_COMMIT_WAIT_NS at
+ * most; then the count is cleared, and a late commit fails on the seal as
+ * before.  Counts at or above 2^31 are such a late leave, read as none.
+ */
+#define SL_COMMIT_WAIT_NS (UINT64_C(1000) * 1000 * 1000)
+
+static bool sl_commits_none(uint32_t c)
+{
+    return c == 0 || c >= UINT32_C(1) << 31;
+}
+
+bool sl_entry_commits_done(struct sl_entry *e, bool wait)
+{
+    uint32_t c = atomic_fetch_add_explicit(&e->committing, 0, memory_order_acq_rel);
+    uint64_t deadline = 0;
+
+    for (unsigned n = 0; !sl_commits_none(c); n++) {
+        if (!wait)
+            return false;
+        if (n < 256) {
+            sl_cpu_relax();
+        } else if (deadline == 0) {
+            deadline = sl_mono_ns() + SL_COMMIT_WAIT_NS;
+        } else if ((int64_t)(sl_mono_ns() - deadline) > 0) {
+            (void)atomic_compare_exchange_strong_explicit(&e->committing, &c, 0,
+                                                          memory_order_acq_rel,
+                                                          memory_order_acquire);
+            return true;
+        } else {
+            sched_yield();
+        }
+        /* acquire: the leaving call's commits happen before the seal */
+        c = atomic_load_explicit(&e->committing, memory_order_acquire);
+    }
+    return true;
+}
+
+/*
  * A key idle beyond its range starts fresh (sl_idle_beyond), and its last_ns
  * moves up to a time it was so by: every time a later call is decided at is
  * then one where the old state was over too, as a decision that read it
@@ -113,8 +165,12 @@ unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now,
                              sl_aword *save)
 {
-    uint64_t lastw = sl_last_seal(&e->last_ns, save), last = lastw - 1;
+    uint64_t lastw, last;
     unsigned carried = 0;
+
+    (void)sl_entry_commits_done(e, true);
+    lastw = sl_last_seal(&e->last_ns, save);
+    last = lastw - 1;
 
     if (how == SL_MOVE_EXPIRED) {
         uint64_t x = from->idle_fresh_ns;
@@ -174,8 +230,11 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, unsigned by_idle,
                               uint64_t now, sl_aword *save)
 {
-    uint64_t lastw = sl_last_seal(&e->last_ns, save);
+    uint64_t lastw;
 
+    if (!sl_entry_commits_done(e, false))
+        return false; /* a call is committing: not idle (a reap never waits) */
+    lastw = sl_last_seal(&e->last_ns, save);
     for (unsigned j = 0; j < pol->nlimits; j++)
         if ((by_idle >> j & 1) &&
             !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns))) {

@@ -276,6 +276,11 @@ struct sl_entry {
     };
     sl_aword last_ns;           /* 1 + time of the latest admission, 0: none
                                    (sl_entry_last; idle tracking, carry, decide time) */
+    /* Calls on several keys between the test that no key is frozen and the
+     * commit of their times (sl_charge_all): a writer that freezes the key
+     * waits for them before it seals last_ns (sl_entry_commits_done). */
+    _Atomic uint32_t committing;
+    uint32_t reserved;
     sl_aword w[];               /* pol->nwords state words, then the key bytes */
 };
 
@@ -355,6 +360,13 @@ static inline uint64_t sl_last_seal(sl_aword *w, sl_aword *save)
                                                   memory_order_acq_rel, memory_order_acquire))
             return seen;
     }
+}
+
+/* A time word read from a shared limiter's file, which any process (or a
+ * corrupt file) may have written: never the seal, which no commit passes. */
+static inline uint64_t sl_last_sane(uint64_t v)
+{
+    return v == SL_LAST_SEALED ? v - 1 : v;
 }
 
 /* Give back a sealed last_ns (a freeze undone): before the state words
@@ -699,6 +711,10 @@ int sl_config_check(const struct sluice_config *cfg);
 unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
 bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
+/* After a freeze, before sealing last_ns: true once no call on several
+ * keys is between its test of the frozen word and its commits on e (wait:
+ * up to SL_COMMIT_WAIT_NS; false, not waiting, while one is). */
+bool sl_entry_commits_done(struct sl_entry *e, bool wait);
 /* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
                                sl_aword *save);

@@ -115,9 +115,12 @@ struct sl_shm_shard {
                                    UINT64_MAX: not known (a writer died) */
     sl_aword live, used;        /* entries; entries + tombstones (under lock) */
     sl_aword reap_cursor;       /* (under lock) */
-    sl_aword sealed_last;       /* last_ns of the entry a writer sealed
-                                   (sl_last_seal): a dead writer's is
-                                   given back by sl_shm_thaw (under lock) */
+    sl_aword sealed_last;       /* last_ns of the entry the holder sealed
+                                   (sl_last_seal), and 1 + its index (0:
+                                   none, cleared on unlock): a dead
+                                   holder's is given back when its lock is
+                                   taken over (sl_shm_unseal_dead) */
+    sl_aword sealed_idx;
 } SL_ALIGNED;
 
 struct sl_shm_layout {
@@ -253,6 +256,12 @@ static inline struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
 static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
 {
     return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
+}
+
+/* An entry's index in the pool. */
+static inline uint64_t sl_shm_entry_index(const struct sl_shm *m, const struct sl_entry *e)
+{
+    return (uint64_t)((const unsigned char *)e - m->entries) / m->esize;
 }
 
 /* The shard whose slot arrays hold slot. */

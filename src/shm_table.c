@@ -48,20 +48,51 @@ static uint64_t sl_slot_val(uint64_t h, uint64_t idx)
     return (h & ~SL_IDX_MASK) | (idx + 2);
 }
 
-/* The entry a slot value names, NULL for empty, tombstone or out of range. */
+/*
+ * A dead holder may have sealed the last_ns of a published entry (its
+ * freeze is thawed later, by the repair).  Give it back now, before this
+ * holder seals anything and overwrites the saved value; only if it is
+ * still published in this shard (only this shard's holder seals its
+ * entries, so a sealed one here is the dead holder's).  Rare: a scan.
+ */
+static void sl_shm_unseal_dead(struct sl_shm *m, struct sl_shm_shard *s)
+{
+    uint64_t si = sl_load_rlx(&s->sealed_idx);
+    struct sl_entry *e = si != 0 && si - 1 < m->pool ? sl_shm_entry(m, si - 1) : NULL;
 
-static void sl_shm_locked(struct sl_shm *m, int rc)
+    if (e != NULL && sl_load_acq(&e->last_ns) == SL_LAST_SEALED) {
+        sl_aword *a = sl_shm_array(m, s, sl_load_rlx(&s->cur));
+        for (uint64_t j = 0; j < m->nslots; j++)
+            if (sl_slot_entry(m, sl_load_rlx(&a[j])) == e) {
+                sl_last_unseal(&e->last_ns, sl_last_sane(sl_load_rlx(&s->sealed_last)));
+                break;
+            }
+    }
+    sl_store_rlx(&s->sealed_idx, 0);
+}
+
+static void sl_shm_locked(struct sl_shm *m, struct sl_shm_shard *s, int rc)
 {
     /* rc 1: its holder died inside a writer section: usable at once,
      * repaired as soon as this thread holds no shard (sl_unlock) */
-    if (rc == 1)
+    if (rc == 1) {
+        sl_shm_unseal_dead(m, s);
         sl_store_rel(&m->hdr->repair, 1);
+    }
     sl_shm_depth++;
+}
+
+/* Where a holder of s saves the last_ns it seals of e (sl_last_seal). */
+static sl_aword *sl_shm_seal_save(struct sl_shm *m, struct sl_shm_shard *s,
+                                  const struct sl_entry *e)
+{
+    sl_store_rlx(&s->sealed_idx, sl_shm_entry_index(m, e) + 1);
+    return &s->sealed_last;
 }
 
 void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s)
 {
-    sl_shm_locked(l->shm, sl_shm_word_lock(l, &s->lock, true));
+    sl_shm_locked(l->shm, s, sl_shm_word_lock(l, &s->lock, true));
 }
 
 bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
@@ -70,12 +101,13 @@ bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s)
 
     if (rc < 0)
         return false;
-    sl_shm_locked(l->shm, rc);
+    sl_shm_locked(l->shm, s, rc);
     return true;
 }
 
 void sl_shm_release(struct sl_shm_shard *s)
 {
+    sl_store_rlx(&s->sealed_idx, 0); /* whatever it sealed is settled */
     sl_shm_word_unlock(&s->lock);
     sl_shm_depth--;
 }
@@ -211,7 +243,7 @@ static struct sl_entry *sl_shm_init_entry(struct sluice *l, uint64_t idx, const 
     e->key_len = (uint32_t)len;
     e->polref = pol->shm_ref;
     atomic_store_explicit(&e->pinned, pin, memory_order_relaxed);
-    sl_store_rlx(&e->last_ns, sl_load_rlx(&m->hdr->reap_floor));
+    sl_store_rlx(&e->last_ns, sl_last_sane(sl_load_rlx(&m->hdr->reap_floor)));
     if (len != 0)
         memcpy(sl_shm_key(m, e), key, len);
     return e;
@@ -306,7 +338,7 @@ static bool sl_shm_idle(struct sluice *l, struct sl_shm_shard *s, struct sl_entr
     /* idle at now, as sl_entry_freeze_if_idle: never a key admitted later */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now, &s->sealed_last);
+    return sl_entry_freeze_fresh_pol(e, pol, now, sl_shm_seal_save(l->shm, s, e));
 }
 
 /* Reap idle keys of a locked shard (inside a ck section: policies). */
@@ -462,7 +494,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
     kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
-                               &sl_shm_slot_shard(m, slot)->sealed_last);
+                               sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e));
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_entry_mark_moved(e, from, kept, sl_shm_entry_id(idx)); /* unpublished: never thawed now */
@@ -578,7 +610,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
 
     sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
-        sl_entry_freeze_fresh_pol(e, pol, now, &s->sealed_last)) {
+        sl_entry_freeze_fresh_pol(e, pol, now, sl_shm_seal_save(m, s, e))) {
         sl_shm_remove(m, s, slot, e, pol);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
@@ -593,7 +625,7 @@ static void sl_shm_thaw(struct sluice *l, struct sl_shm_shard *s, struct sl_entr
     const struct sl_policy *pol = sl_shm_policy(l, e->polref);
 
     if (sl_load_acq(&e->last_ns) == SL_LAST_SEALED)
-        sl_last_unseal(&e->last_ns, sl_load_rlx(&s->sealed_last));
+        sl_last_unseal(&e->last_ns, sl_last_sane(sl_load_rlx(&s->sealed_last)));
 
     for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++) {
         /* an RMW, not a load and a store: a sliding log's writer (a decider,

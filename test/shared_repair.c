@@ -4,7 +4,8 @@
  *   - a writer killed holding a shard lock, with a published entry frozen
  *     and its last_ns sealed, an entry allocated and never published, and
  *     a key reserved: the next caller takes the lock over, the key decides
- *     with its state and its latest admission time intact,
+ *     with its state and its latest admission time intact (also when the
+ *     next holder seals another key of that shard before the repair),
  *     the count is right again and the lost entry comes back;
  *   - a process killed inside a section (left a zombie, not waited for), a
  *     record whose pid is alive but whose start time is another process's
@@ -97,6 +98,50 @@ static void test_dead_writer(const char *path)
     sluice_destroy(l);
     close(pfd[0]);
     close(pfd[1]);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
+ * A writer killed after sealing key A's last_ns (a replace in progress),
+ * and the next holder of that shard sealing key B before the repair: the
+ * value saved for A must not be B's.  Before the fix A came back with B's
+ * time, and a call stamped before A's latest admission was no longer
+ * decided as at it.  One shard, so that both keys share it.
+ */
+static void test_dead_sealer(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l;
+    struct sl_shm *m;
+    const uint64_t ta = T + 100 * S;
+    int status;
+    pid_t pid;
+
+    cfg.shards = 1;
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    m = l->shm;
+    CHECK_EQ(sluice_acquire_at(l, "A", 1, 10, ta, NULL), SLUICE_ALLOW); /* A spent, at ta */
+    CHECK_EQ(sluice_acquire_at(l, "B", 1, 1, T, NULL), SLUICE_ALLOW);
+    if ((pid = fork()) == 0) {
+        struct sl_shm_shard *s = &m->shards[0];
+        struct sl_entry *e = find(l, "A");
+        (void)sl_shm_word_lock(l, &s->lock, true);
+        sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would */
+        sl_store_rlx(&s->sealed_idx, sl_shm_entry_index(m, e) + 1);
+        (void)sl_last_seal(&e->last_ns, &s->sealed_last);
+        raise(SIGKILL);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    alarm(30);
+    CHECK_EQ(sluice_reset(l, "B", 1), 0); /* takes the lock over, seals B */
+    /* A is whole: its 10 units spent in ta's window, and a call stamped
+     * before ta decided as at ta (denied), not in an empty earlier window */
+    CHECK_U64(atomic_load(&find(l, "A")->last_ns), ta + 1);
+    CHECK_EQ(sluice_acquire_at(l, "A", 1, 1, T, NULL), SLUICE_DENY);
+    CHECK_EQ(sluice_acquire_at(l, "A", 1, 1, ta + S, NULL), SLUICE_ALLOW);
+    alarm(0);
+    sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
@@ -252,6 +297,7 @@ int main(void)
 
     t_shm_path(path, sizeof(path), "repair");
     test_dead_writer(path);
+    test_dead_sealer(path);
     test_dead_section(path);
     test_corrupt_slots(path);
     return t_done("shared_repair");
