@@ -421,10 +421,15 @@ static void stall(void)
         printf("stall: leader held up 1 s, its follower gave up after %.1f ms (timeout %.0f ms)\n",
                (double)f->waited / 1e6, (double)timeout / 1e6);
     }
-    /* the connection was not left out of step: the next call is answered */
-    rc = sluice_redis_acquire(t, "after", 5, 1, &r);
-    CHECK_EQ(rc, SLUICE_ALLOW);
-    CHECK_EQ(r.flags & 0xff00u, 0);
+    /* the connection was not left out of step: the next call is answered
+     * (on a new connection, whose first call the fake server answers;
+     * when the two callers went out apart, the last of them took that one
+     * and the fake server answers nothing more on it) */
+    if (lead > 0) {
+        rc = sluice_redis_acquire(t, "after", 5, 1, &r);
+        CHECK_EQ(rc, SLUICE_ALLOW);
+        CHECK_EQ(r.flags & 0xff00u, 0);
+    }
     sluice_redis_destroy(t);
     fake_stop();
     close(report[0]);
