@@ -338,8 +338,9 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  * time, so stale or backward clocks never admit more (times are compared
  * modulo 2^64).  GCRA alone reads a key correctly across the clock's wrap
  * at 2^64 ns; the windowed algorithms number windows from time 0 and the
- * log keeps absolute stamps, so a key they kept from before a wrap reads
- * as full after it, until reaped or reset (fail closed).  No clock sluice
+ * log keeps absolute stamps, so a key they kept from before a wrap is
+ * decided after it as at its latest admission before it: as full if it
+ * was (fail closed), until idle beyond its range, reaped or reset.  No clock sluice
  * reads comes near 2^64 ns (584 years); a caller's own times may.
  */
 SLUICE_API int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost,

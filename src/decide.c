@@ -401,7 +401,7 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
         return false;
     g->flags = 0;
     g->charged = 0;
-    sl_target_use_at(g, e, pol, lastw != 0 && (int64_t)since < 0 ? lastw - 1 : now);
+    sl_target_use_at(g, e, pol, sl_decide_time(lastw, pol, now));
     return true;
 }
 

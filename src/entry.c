@@ -252,7 +252,7 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
 
     /* Fresh as decided at now (a reap at an older time than the latest
      * admission must not read a newer window as over). */
-    now = sl_entry_time(e, now);
+    now = sl_entry_time(e, pol, now);
     for (i = 0; i < pol->nlimits; i++) {
         const struct sl_lim *lim = &pol->lim[i];
         sl_aword *w = &e->w[lim->off];

@@ -122,6 +122,10 @@ struct sl_policy {
     /* the greatest idle_over_ns of its limits if no limit's idle_read_ns is
      * below it, else UINT64_MAX (sl_idle_beyond) */
     uint64_t idle_fresh_ns;
+    /* some limit numbers windows from time 0 or keeps absolute stamps (all
+     * but GCRA): a time past the clock's wrap at 2^64 ns is decided as at
+     * the key's latest admission before it (sl_decide_time) */
+    bool absolute;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];
@@ -391,11 +395,27 @@ static inline bool sl_entry_last(struct sl_entry *e, uint64_t *t)
  * times modulo a range, so a time older than that range could otherwise be
  * read as a fresh window.  Signed distance: times themselves may wrap.
  */
-static inline uint64_t sl_entry_time(struct sl_entry *e, uint64_t now)
+/*
+ * The time a call at now is decided at, lastw being the key's last_ns word:
+ * never before its latest admission (modulo 2^64), and, under a policy
+ * whose limits read times absolutely (pol->absolute), never past the
+ * clock's wrap either: windows numbered from 0 and absolute stamps do not
+ * follow it, so such a key reads as it did before the wrap (full if it
+ * was), until reaped or reset: fail closed, as sluice.h says.
+ */
+static inline uint64_t sl_decide_time(uint64_t lastw, const struct sl_policy *pol, uint64_t now)
 {
-    uint64_t last;
+    uint64_t last = lastw - 1;
 
-    return e != NULL && sl_entry_last(e, &last) && (int64_t)(now - last) < 0 ? last : now;
+    if (lastw == 0 || lastw == SL_LAST_SEALED)
+        return now;
+    return (int64_t)(now - last) < 0 || (pol->absolute && now < last) ? last : now;
+}
+
+static inline uint64_t sl_entry_time(struct sl_entry *e, const struct sl_policy *pol,
+                                     uint64_t now)
+{
+    return e != NULL ? sl_decide_time(sl_load_rlx(&e->last_ns), pol, now) : now;
 }
 
 /* e, laid out for pol, has been idle beyond its range at now: fresh, and
@@ -646,7 +666,7 @@ static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
 static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
                                  uint64_t now)
 {
-    sl_target_use_at(g, e, pol, sl_entry_time(e, now));
+    sl_target_use_at(g, e, pol, sl_entry_time(e, pol, now));
 }
 
 /* g's key found as e, under its policy pol: g decided with it (true), or,

@@ -87,6 +87,7 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
         p->lim[i].off = words;
         words += p->lim[i].nwords;
         p->min_cap = sl_min64(p->min_cap, p->lim[i].cap);
+        p->absolute |= p->lim[i].def.algo != SLUICE_GCRA;
         /* a key restarts once every limit is over, while all read right */
         over = sl_max64(over, p->lim[i].idle_over_ns);
         read = sl_min64(read, p->lim[i].idle_read_ns);
