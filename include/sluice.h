@@ -276,7 +276,11 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * of other processes that need that lock (a new key of that shard, a reset,
  * sluice_set_policy, sluice_reap, overrides) until it resumes or dies:
  * taking the lock from a live holder could corrupt what it is writing.
- * Decisions on existing keys never wait for it.
+ * Likewise, if it stopped inside a sluice_acquire_all of several keys
+ * between its charges and its commits, a writer on one of those keys (a
+ * reset, a policy change, an override) waits for it: going on could admit
+ * more than the limits.  Decisions on existing keys never wait for it,
+ * except behind such a writer.
  * Returns 0 and sets *out, or:
  *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
  *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,

@@ -122,7 +122,7 @@ static __attribute__((noinline)) void sl_floor_raise(struct sl_target *g, uint64
         if (lim->ops->report(lim, g->w + lim->off, g->at, cost, NULL) != SL_OK)
             return; /* it will not pass (or is frozen): nothing to publish */
     }
-    sl_time_raise(&g->e->last_ns, g->at - SL_TIME_SLACK);
+    sl_time_raise(&g->e->last_ns, sl_time_back(g->at, SL_TIME_SLACK));
 }
 
 /* Inline: a hot key passes the first test on every call. */
@@ -158,6 +158,15 @@ static inline bool sl_commit(struct sl_target *g)
     return g->e == NULL || sl_last_commit(&g->e->last_ns, g->at);
 }
 
+/* g[i]'s limiter is not that of an earlier key of g. */
+static bool sl_first_of_limiter(const struct sl_target *g, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        if (g[k].l == g[i].l)
+            return false;
+    return true;
+}
+
 /*
  * A call on several keys counts itself on each (tracked) key before its
  * test that none is frozen, and leaves after its commits, or before taking
@@ -167,10 +176,22 @@ static inline bool sl_commit(struct sl_target *g)
  */
 static void sl_commits_count(struct sl_target *g, size_t n, int delta)
 {
+    struct sl_thread *t = NULL;
+
+    /* shared limiters: this thread's window marked before the counts and
+     * cleared after (entry.c tells a killed process's counts by it) */
+    for (size_t i = 0; delta > 0 && i < n; i++)
+        if (g[i].l->shm != NULL && sl_first_of_limiter(g, i) &&
+            (t != NULL || (t = sl_thread_get()) != NULL))
+            sl_shm_window(g[i].l, t->id, delta);
     for (size_t i = 0; i < n; i++)
         if (g[i].e != NULL)
             (void)atomic_fetch_add_explicit(&g[i].e->committing, (uint32_t)delta,
                                             memory_order_acq_rel);
+    for (size_t i = 0; delta < 0 && i < n; i++)
+        if (g[i].l->shm != NULL && sl_first_of_limiter(g, i) &&
+            (t != NULL || (t = sl_thread_get()) != NULL))
+            sl_shm_window(g[i].l, t->id, delta);
 }
 
 /* A charge of every key that a test after it refused: the call leaves the
@@ -234,7 +255,8 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
     for (size_t i = 0; i < n; i++)
         if (!sl_commit(&g[i])) {
             sl_charge_all_back(g, n, cost);
-            return SL_RACED;
+            *frozen = i; /* wait for its writer, as for a frozen word */
+            return SL_FROZEN;
         }
     if (n > 1)
         sl_commits_count(g, n, -1);
@@ -258,9 +280,13 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     if (rc == SL_NO && sl_policy_stale(g->l, g->pol))
         return SL_RACED; /* denied under limits replaced meanwhile: sl_any_stale */
     if (rc == SL_OK &&
-        (!sl_floor_holds(g) || sl_policy_stale(g->l, g->pol) || !sl_commit(g))) {
+        (!sl_floor_holds(g) || sl_policy_stale(g->l, g->pol))) {
         sl_undo_limit(g, 0, cost);
-        return SL_RACED; /* decided again, at the newer time or on the new entry */
+        return SL_RACED; /* decided again, at the newer time */
+    }
+    if (rc == SL_OK && !sl_commit(g)) {
+        sl_undo_limit(g, 0, cost);
+        return SL_FROZEN; /* sealed: decided again on the new entry */
     }
     if (res != NULL) {
         struct sl_report r;

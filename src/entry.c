@@ -114,35 +114,42 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsign
  * comes first, and the call's acquiring increment makes the freeze visible
  * to its test (it commits nothing), or the writer sees the count and waits
  * for the call's commits before it seals.  Calls that count themselves
- * later see the freeze and leave.  A call that never leaves (a process
- * killed, or stopped, between the two) is waited for SL_COMMIT_WAIT_NS at
- * most; then the count is cleared, and a late commit fails on the seal as
- * before.  Counts at or above 2^31 are such a late leave, read as none.
+ * later see the freeze and leave.  A counted call takes no lock and runs a
+ * few instructions, so a writer waits for it however long it is held up
+ * (never giving up on a live one: its late commit would be the gap above).
+ * Only a count left by a process killed in its window is cleared: no live
+ * process has a thread in a window any more (sl_shm_window_live).  A count
+ * at or above 2^31 is a leave after such a clear, read as none.
  */
-#define SL_COMMIT_WAIT_NS (UINT64_C(1000) * 1000 * 1000)
+#define SL_COMMIT_SPINS 256
+#define SL_COMMIT_CHECK_NS (UINT64_C(1000) * 1000) /* a killed process: checked each ms */
 
 static bool sl_commits_none(uint32_t c)
 {
     return c == 0 || c >= UINT32_C(1) << 31;
 }
 
-bool sl_entry_commits_done(struct sl_entry *e, bool wait)
+bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
 {
     uint32_t c = atomic_fetch_add_explicit(&e->committing, 0, memory_order_acq_rel);
-    uint64_t deadline = 0;
+    uint64_t check = 0;
 
     for (unsigned n = 0; !sl_commits_none(c); n++) {
         if (!wait)
             return false;
-        if (n < 256) {
+        if (n < SL_COMMIT_SPINS) {
             sl_cpu_relax();
-        } else if (deadline == 0) {
-            deadline = sl_mono_ns() + SL_COMMIT_WAIT_NS;
-        } else if ((int64_t)(sl_mono_ns() - deadline) > 0) {
-            (void)atomic_compare_exchange_strong_explicit(&e->committing, &c, 0,
-                                                          memory_order_acq_rel,
-                                                          memory_order_acquire);
-            return true;
+        } else if (shm == NULL) {
+            sched_yield();
+        } else if (check == 0) {
+            check = sl_mono_ns() + SL_COMMIT_CHECK_NS;
+        } else if ((int64_t)(sl_mono_ns() - check) > 0) {
+            if (!sl_shm_window_live(shm) &&
+                atomic_compare_exchange_strong_explicit(&e->committing, &c, 0,
+                                                        memory_order_acq_rel,
+                                                        memory_order_acquire))
+                return true; /* its caller died in its window */
+            check = sl_mono_ns() + SL_COMMIT_CHECK_NS;
         } else {
             sched_yield();
         }
@@ -163,12 +170,12 @@ bool sl_entry_commits_done(struct sl_entry *e, bool wait)
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now,
-                             sl_aword *save)
+                             sl_aword *save, struct sl_shm *shm)
 {
     uint64_t lastw, last;
     unsigned carried = 0;
 
-    (void)sl_entry_commits_done(e, true);
+    (void)sl_entry_commits_done(e, true, shm);
     lastw = sl_last_seal(&e->last_ns, save);
     last = lastw - 1;
 
@@ -177,7 +184,7 @@ unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
         if (lastw != 0 && sl_idle_beyond(now, last, x)) {
             /* at least x after last (the old state over), at most x
              * before now (not idle beyond again at now) */
-            uint64_t fresh_from = now - (last + x) > x ? now - x : last + x;
+            uint64_t fresh_from = now - (last + x) > x ? sl_time_back(now, x) : last + x;
             SL_ASSERT(from == to);
             sl_store_rlx(&ne->last_ns, sl_last_encode(fresh_from));
             return 0;
@@ -232,7 +239,7 @@ static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, u
 {
     uint64_t lastw;
 
-    if (!sl_entry_commits_done(e, false))
+    if (!sl_entry_commits_done(e, false, NULL))
         return false; /* a call is committing: not idle (a reap never waits) */
     lastw = sl_last_seal(&e->last_ns, save);
     for (unsigned j = 0; j < pol->nlimits; j++)

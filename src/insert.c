@@ -154,7 +154,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     } else {
         unsigned kept = sl_entry_move_state(
             e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now,
-            NULL);
+            NULL, NULL);
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

@@ -357,7 +357,10 @@ static inline uint64_t sl_last_seal(sl_aword *w, sl_aword *save)
     uint64_t seen = atomic_load_explicit(w, memory_order_acquire);
 
     for (;;) {
-        SL_ASSERT(seen != SL_LAST_SEALED); /* one writer at a time (shard lock) */
+        /* one writer at a time (the shard lock), and a dead one's seal is
+         * given back first: sealed already, the word is a corrupt file's */
+        if (seen == SL_LAST_SEALED)
+            return 0; /* no time known */
         if (save != NULL)
             sl_store_rlx(save, seen);
         if (atomic_compare_exchange_weak_explicit(w, &seen, SL_LAST_SEALED,
@@ -412,6 +415,16 @@ static inline uint64_t sl_decide_time(uint64_t lastw, const struct sl_policy *po
     return (int64_t)(now - last) < 0 || (pol->absolute && now < last) ? last : now;
 }
 
+/* t less d as a floor for last_ns, never below 0: a floor past the wrap
+ * would read as a time before it (sl_decide_time) under a policy that
+ * reads times absolutely, the key's now or after a policy change (on a
+ * clock started at boot, for the first 2^40 ns, 18 minutes).  It only
+ * differs from the modular difference within d after the clock's wrap. */
+static inline uint64_t sl_time_back(uint64_t t, uint64_t d)
+{
+    return t < d ? 0 : t - d;
+}
+
 static inline uint64_t sl_entry_time(struct sl_entry *e, const struct sl_policy *pol,
                                      uint64_t now)
 {
@@ -452,8 +465,13 @@ struct sl_shard {
 #endif
 } SL_ALIGNED;
 
+struct sl_shm;
+
 struct sl_stat_slot {
     sl_aword allowed, denied;
+    /* shared limiters: calls of this thread between their count on keys
+     * and leaving it (sl_commits_count in decide.c; sl_shm_window_live) */
+    sl_aword window;
 } SL_ALIGNED;
 
 #define SL_STAT_SLOTS 64          /* owned by thread ids 0..63; one more is shared */
@@ -546,13 +564,14 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
 /* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
  * its state words as `how` says and its last_ns; cur: the default in force
- * (sl_policy_carry); now: the caller's time; save: as for sl_last_seal.
+ * (sl_policy_carry); now: the caller's time; save: as for sl_last_seal;
+ * shm: a shared limiter's file (sl_entry_commits_done), else NULL.
  * Returns the set of e's limits
  * whose state went to ne (bit j: limit j). */
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now,
-                             sl_aword *save);
+                             sl_aword *save, struct sl_shm *shm);
 /* After e (frozen) is unpublished: say in each limit's control word where
  * its state went (entry.c); kept: the mask sl_entry_move_state returned
  * (0 for a removal), succ: the successor's id. */
@@ -734,20 +753,24 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
 /* After a freeze, before sealing last_ns: true once no call on several
  * keys is between its test of the frozen word and its commits on e (wait:
  * up to SL_COMMIT_WAIT_NS; false, not waiting, while one is). */
-bool sl_entry_commits_done(struct sl_entry *e, bool wait);
+bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm);
 /* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
                                sl_aword *save);
 
 /* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
 
-struct sl_shm;
 /* Sections of the file's own epoch around every lookup of a shared
  * limiter (process-local ck sections do not cover other processes). */
 unsigned sl_shm_enter(struct sluice *l);
 void sl_shm_leave(struct sluice *l, unsigned token);
 void sl_shm_enter_targets(struct sl_target *g, size_t n, unsigned *tokens);
 void sl_shm_leave_targets(struct sl_target *g, size_t n, const unsigned *tokens);
+/* This thread (id tid) enters (+1) or leaves (-1) the window between its
+ * count on a shared limiter's keys and its commits (sl_commits_count);
+ * and whether some live process has a thread there (shm_epoch.c). */
+void sl_shm_window(struct sluice *l, unsigned tid, int delta);
+bool sl_shm_window_live(struct sl_shm *m);
 /* A decision found no free entry in a shared limiter (-EAGAIN): help the
  * file's epoch along, outside every section; false once it has tried long
  * enough (the call then fails with -ENOMEM). */

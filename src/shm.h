@@ -19,7 +19,7 @@
 #include "internal.h"
 
 #define SL_SHM_MAGIC UINT64_C(0x31484d5345434c53) /* "SLCESMH1" */
-#define SL_SHM_LAYOUT 3u          /* 2: override policies; 3: sealed_last */
+#define SL_SHM_LAYOUT 4u          /* 2: override policies; 3: sealed_last; 4: entry commit counts, windows */
 #define SL_SHM_PROCS 1024u      /* processes attached at once, at most */
 #define SL_SHM_TSLOTS 7u        /* counter slots owned by thread ids 0..6; one more shared */
 #define SL_SHM_MIN_WORDS 8u     /* state words an entry holds at least */

@@ -135,6 +135,8 @@ static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
         return;
     sl_store_rlx(&p->cnt[0], 0);
     sl_store_rlx(&p->cnt[1], 0);
+    for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
+        sl_store_rlx(&p->stat[k].window, 0); /* the dead threads' windows */
     sl_store_rel(&p->owner, 0); /* release: the cleared counters first */
 }
 
@@ -432,4 +434,44 @@ bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
     owner = sl_load_acq(&m->procs[idx].owner);
     return !sl_shm_is_claim(owner) && ((owner >> 32) & 0x1fffff) == pin >> 11 &&
            !sl_shm_proc_dead(owner, sl_load_rlx(&m->procs[idx].start));
+}
+
+/*
+ * The window of a call on several keys (decide.c, sl_commits_count): each
+ * thread marks its own counter slot of its process's record, before its
+ * count on the keys and after leaving it, so that a writer that meets a
+ * count can tell one left by a killed process (no live process has a
+ * thread in a window: the count is cleared) from a live call, however
+ * slow or stopped, which it waits for (entry.c, sl_entry_commits_done).
+ * The owner of a slot is its only writer (a plain load and store), past
+ * SL_SHM_TSLOTS threads the shared slot takes an atomic add, as for the
+ * statistics; the entry count's RMWs order the mark before the count and
+ * after the leave.
+ */
+void sl_shm_window(struct sluice *l, unsigned tid, int delta)
+{
+    /* relaxed: inside a section, which registered this process */
+    uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
+    struct sl_shm_proc *p = &l->shm->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS];
+    sl_aword *w = &p->stat[sl_min64(tid, SL_SHM_TSLOTS)].window;
+
+    if (tid < SL_SHM_TSLOTS)
+        sl_store_rlx(w, sl_load_rlx(w) + (uint64_t)(int64_t)delta);
+    else
+        (void)atomic_fetch_add_explicit(w, (uint64_t)(int64_t)delta, memory_order_relaxed);
+}
+
+bool sl_shm_window_live(struct sl_shm *m)
+{
+    uint64_t hi = sl_min64(sl_load_acq(&m->hdr->procs_hi), SL_SHM_PROCS);
+
+    for (uint64_t i = 0; i < hi; i++) {
+        struct sl_shm_proc *p = &m->procs[i];
+        uint64_t owner = sl_load_acq(&p->owner), n = 0;
+        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
+            n |= sl_load_acq(&p->stat[k].window);
+        if (n != 0 && !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+            return true;
+    }
+    return false;
 }

@@ -226,8 +226,10 @@ void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v)
     sl_shm_lock(g->l, s);
     if (w != NULL)
         *v = sl_load_acq(w);
-    /* still frozen with the lock ours: have it thawed (sl_shm_unlock) */
-    if ((e = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL)) != NULL && sl_shm_frozen(g->l, e))
+    /* still frozen (or its time sealed: a corrupt file's) with the lock
+     * ours: have it thawed (sl_shm_unlock) */
+    if ((e = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL)) != NULL &&
+        (sl_shm_frozen(g->l, e) || sl_load_acq(&e->last_ns) == SL_LAST_SEALED))
         sl_store_rel(&m->hdr->repair, 1);
     sl_shm_unlock(g->l, s);
 }
@@ -494,7 +496,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     }
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
     kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
-                               sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e));
+                               sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e), m);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_entry_mark_moved(e, from, kept, sl_shm_entry_id(idx)); /* unpublished: never thawed now */

@@ -145,6 +145,48 @@ static void test_dead_sealer(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * A process killed inside an acquire_all's window (counted on a key, its
+ * thread's window marked, not yet left): a writer on that key must not
+ * wait on it for long (it waited 1 s per key, every time, and deciders on
+ * the shard's keys waited behind it), and a key whose time word a corrupt
+ * file left sealed, its state not frozen, must not make calls retry
+ * forever (every commit failed on the seal).
+ */
+static void test_dead_committer(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l;
+    uint64_t t0;
+    int status;
+    pid_t pid;
+
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 3, T, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "s", 1, 3, T, NULL), SLUICE_ALLOW);
+    if ((pid = fork()) == 0) {
+        unsigned shm = sl_shm_enter(l);
+        sl_shm_window(l, 0, 1); /* as sl_commits_count does */
+        atomic_fetch_add(&find(l, "c")->committing, 1);
+        (void)shm;
+        raise(SIGKILL);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    alarm(30);
+    t0 = t_mono();
+    CHECK_EQ(sluice_reset(l, "c", 1), 0); /* a writer that meets the count */
+    CHECK(t_mono() - t0 < 500 * 1000 * 1000);
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW); /* reset: fresh */
+    /* the corrupt time word: decided, not retried forever (repaired) */
+    atomic_store(&find(l, "s")->last_ns, SL_LAST_SEALED);
+    CHECK(sluice_acquire_at(l, "s", 1, 1, T, NULL) >= 0);
+    CHECK(atomic_load(&find(l, "s")->last_ns) != SL_LAST_SEALED);
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 /* Cycle many times more keys than entries through the table: each round
  * inserts max_keys new keys and reaps them all at a later time. */
 static void churn(sluice_t *l, size_t max_keys, unsigned rounds, const char *what)
@@ -298,6 +340,7 @@ int main(void)
     t_shm_path(path, sizeof(path), "repair");
     test_dead_writer(path);
     test_dead_sealer(path);
+    test_dead_committer(path);
     test_dead_section(path);
     test_corrupt_slots(path);
     return t_done("shared_repair");
