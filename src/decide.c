@@ -250,8 +250,9 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
         }
     /* Every test passed before the first time is committed: a time once
      * committed cannot be taken back, and with several keys no writer
-     * seals one of them until this call has left (sl_entry_commits_done);
-     * a commit fails only where that wait ran out. */
+     * seals one of them until this call has left (sl_entry_commits_done):
+     * a commit fails on one key's seal, or where a writer cleared a count
+     * it took for a killed process's. */
     for (size_t i = 0; i < n; i++)
         if (!sl_commit(&g[i])) {
             sl_charge_all_back(g, n, cost);
