@@ -174,24 +174,28 @@ static bool sl_first_of_limiter(const struct sl_target *g, size_t i)
  * count): entry.c, sl_entry_commits_done.  acq_rel RMWs: a writer's read
  * of the count is an RMW too.
  */
-static void sl_commits_count(struct sl_target *g, size_t n, int delta)
+/* Shared limiters: this thread's window, once per file (entry.c tells a
+ * killed process's counts by it). */
+static void sl_commits_window(struct sl_target *g, size_t n, int delta)
 {
     struct sl_thread *t = NULL;
 
-    /* shared limiters: this thread's window marked before the counts and
-     * cleared after (entry.c tells a killed process's counts by it) */
-    for (size_t i = 0; delta > 0 && i < n; i++)
+    for (size_t i = 0; i < n; i++)
         if (g[i].l->shm != NULL && sl_first_of_limiter(g, i) &&
             (t != NULL || (t = sl_thread_get()) != NULL))
             sl_shm_window(g[i].l, t->id, delta);
+}
+
+static void sl_commits_count(struct sl_target *g, size_t n, int delta)
+{
+    if (delta > 0)
+        sl_commits_window(g, n, delta); /* marked before the counts */
     for (size_t i = 0; i < n; i++)
         if (g[i].e != NULL)
             (void)atomic_fetch_add_explicit(&g[i].e->committing, (uint32_t)delta,
                                             memory_order_acq_rel);
-    for (size_t i = 0; delta < 0 && i < n; i++)
-        if (g[i].l->shm != NULL && sl_first_of_limiter(g, i) &&
-            (t != NULL || (t = sl_thread_get()) != NULL))
-            sl_shm_window(g[i].l, t->id, delta);
+    if (delta < 0)
+        sl_commits_window(g, n, delta); /* and cleared after */
 }
 
 /* A charge of every key that a test after it refused: the call leaves the

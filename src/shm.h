@@ -258,6 +258,26 @@ static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, u
     return m->slots + ((uint64_t)(s - m->shards) * 2 + (which & 1)) * m->nslots;
 }
 
+/* The calling thread's (id tid) counter slot in this process's record;
+ * relaxed: inside a section, which registered this process. */
+static inline struct sl_stat_slot *sl_shm_own_slot(struct sl_shm *m, unsigned tid)
+{
+    uint64_t me = atomic_load_explicit(&m->me, memory_order_relaxed);
+
+    return &m->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS].stat[sl_min64(tid, SL_SHM_TSLOTS)];
+}
+
+/* Add to a counter of that slot: its owner (tid < SL_SHM_TSLOTS) is its
+ * only writer, a plain load and store; later threads share the last slot,
+ * by atomic add. */
+static inline void sl_shm_slot_add(sl_aword *c, unsigned tid, uint64_t delta)
+{
+    if (tid < SL_SHM_TSLOTS)
+        sl_store_rlx(c, sl_load_rlx(c) + delta);
+    else
+        (void)atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
+}
+
 /* An entry's index in the pool. */
 static inline uint64_t sl_shm_entry_index(const struct sl_shm *m, const struct sl_entry *e)
 {

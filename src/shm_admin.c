@@ -9,16 +9,9 @@
 
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed)
 {
-    /* relaxed: inside a section, which registered this process */
-    uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
-    struct sl_shm_proc *p = &l->shm->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS];
-    struct sl_stat_slot *slot = &p->stat[sl_min64(t->id, SL_SHM_TSLOTS)];
-    sl_aword *c = allowed ? &slot->allowed : &slot->denied;
+    struct sl_stat_slot *slot = sl_shm_own_slot(l->shm, t->id);
 
-    if (t->id < SL_SHM_TSLOTS)
-        sl_store_rlx(c, sl_load_rlx(c) + 1); /* the only writer */
-    else
-        sl_count(c, 1);
+    sl_shm_slot_add(allowed ? &slot->allowed : &slot->denied, t->id, 1);
 }
 
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out)

@@ -443,22 +443,12 @@ bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
  * count can tell one left by a killed process (no live process has a
  * thread in a window: the count is cleared) from a live call, however
  * slow or stopped, which it waits for (entry.c, sl_entry_commits_done).
- * The owner of a slot is its only writer (a plain load and store), past
- * SL_SHM_TSLOTS threads the shared slot takes an atomic add, as for the
- * statistics; the entry count's RMWs order the mark before the count and
- * after the leave.
+ * The slot is the statistics' (sl_shm_slot_add); the entry count's RMWs
+ * order the mark before the count and after the leave.
  */
 void sl_shm_window(struct sluice *l, unsigned tid, int delta)
 {
-    /* relaxed: inside a section, which registered this process */
-    uint64_t me = atomic_load_explicit(&l->shm->me, memory_order_relaxed);
-    struct sl_shm_proc *p = &l->shm->procs[((me & UINT32_MAX) - 1) % SL_SHM_PROCS];
-    sl_aword *w = &p->stat[sl_min64(tid, SL_SHM_TSLOTS)].window;
-
-    if (tid < SL_SHM_TSLOTS)
-        sl_store_rlx(w, sl_load_rlx(w) + (uint64_t)(int64_t)delta);
-    else
-        (void)atomic_fetch_add_explicit(w, (uint64_t)(int64_t)delta, memory_order_relaxed);
+    sl_shm_slot_add(&sl_shm_own_slot(l->shm, tid)->window, tid, (uint64_t)(int64_t)delta);
 }
 
 bool sl_shm_window_live(struct sl_shm *m)
