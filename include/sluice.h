@@ -272,7 +272,9 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * which takes its own place on its first call, waits for one).  All processes
  * must share a pid namespace (dead ones are found by pid).  A stopped (not
  * dead: SIGSTOP, a debugger) process inside a call delays the reuse of
- * removed keys' memory, and, if it stopped holding a shard's lock, the calls
+ * removed keys' memory (once none is free, a new key or a reset waits up to
+ * 2 s for some and then gets -ENOMEM), and, if it stopped holding a shard's
+ * lock, the calls
  * of other processes that need that lock (a new key of that shard, a reset,
  * sluice_set_policy, sluice_reap, overrides) until it resumes or dies:
  * taking the lock from a live holder could corrupt what it is writing.
@@ -335,7 +337,8 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  *   -ENAMETOOLONG len > max_key_len;
  *   -E2BIG        cost above what some limit could ever admit (burst for
  *                 GCRA, count otherwise);
- *   -ENOMEM       the new key could not be allocated.
+ *   -ENOMEM       the new key could not be allocated (on a shared limiter:
+ *                 no entry came free in 2 s, see sluice_open_shared).
  * Lock-free for existing keys: a denial writes no shared memory; an admission
  * is one CAS per limit (a short per-key write section for SLIDING_LOG).
  * Times earlier than the key's latest admission are decided as at that

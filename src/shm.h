@@ -319,8 +319,9 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                 const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
                 uint64_t now);
 /* Publish a new key under pol in a locked shard (override_set): 0,
- * -ENOSPC (max_keys and nothing reapable, or no slot in the shard) or
- * -ENOMEM (no free entry now: unlock, let the epoch move, try again). */
+ * -ENOSPC (max_keys and nothing reapable, or the shard's slots all live)
+ * or -ENOMEM (no free entry, or slot, now: unlock, let the epoch move,
+ * try again). */
 int sl_shm_add_locked(struct sluice *l, struct sl_shm_shard *s, uint64_t h, const void *key,
                       size_t len, const struct sl_policy *pol, uint64_t now);
 

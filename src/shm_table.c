@@ -405,8 +405,8 @@ static bool sl_shm_reserve(struct sluice *l, struct sl_shm_shard *s, uint64_t no
     return false;
 }
 
-/* No room for g's key: max_keys, or (rarely) no free entry or slot in its
- * shard; the limiter's when_full decides. */
+/* No room for g's key: max_keys, or its shard's slots all taken by live
+ * keys; the limiter's when_full decides. */
 static void sl_shm_full(struct sl_target *g, struct sl_policy *pol, uint64_t now)
 {
     sl_count(&g->l->shm->hdr->full, 1);
@@ -416,7 +416,9 @@ static void sl_shm_full(struct sl_target *g, struct sl_policy *pol, uint64_t now
 
 /* Reserve, allocate, fill and publish a new key's entry in a locked shard:
  * the entry, or NULL with *why -ENOSPC (no room) or -ENOMEM (no free
- * entry now); pin is the entry's pin token (0: none). */
+ * entry or slot now: both come back after a grace period, which the
+ * caller waits for holding no lock and, if it can, in no section); pin
+ * is the entry's pin token (0: none). */
 static struct sl_entry *sl_shm_add(struct sluice *l, struct sl_shm_shard *s, uint64_t h,
                                    const void *key, size_t len, const struct sl_policy *pol,
                                    uint64_t now, uint32_t pin, int *why)
@@ -437,6 +439,10 @@ static struct sl_entry *sl_shm_add(struct sluice *l, struct sl_shm_shard *s, uin
     if (!sl_shm_place(l, s, h, idx)) {
         sl_shm_free_unseen(m, idx);
         sl_uncount(&m->hdr->nkeys, 1);
+        /* room once its tombstones are dropped: the rebuild waits for the
+         * other array's grace period, as an entry for its own */
+        if ((sl_load_rlx(&s->live) + 1) * 8 <= m->nslots * 7)
+            *why = -ENOMEM;
         return NULL;
     }
     sl_count(&m->hdr->inserted, 1);
@@ -464,7 +470,16 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
         rc = -EAGAIN;
     } else if ((e = sl_shm_add(l, s, g->h, g->key, g->len, pol, now, sl_shm_pin_token(l),
                                &why)) == NULL) {
-        sl_shm_full(g, pol, now); /* no free entry now counts as full too */
+        /* No free entry (or slot) now is not full: retired entries (or
+         * the rebuild) wait for a grace period that this call's own
+         * section holds back, or a dead process's section, which only an
+         * advance made holding no shard lock asks about.  -ENOMEM:
+         * sl_shm_resolve helps the epoch along, then ends the section and
+         * waits (sl_shm_starved), as for a replace. */
+        if (why == -ENOMEM)
+            rc = -ENOMEM;
+        else
+            sl_shm_full(g, pol, now);
     } else {
         g->flags |= SLUICE_F_NEW_KEY;
         if (g->pinned != NULL) /* an earlier insert of this call, since replaced */

@@ -302,6 +302,120 @@ static void test_dead_section(const char *path)
 }
 
 /*
+ * New keys while the entries that would take them wait out a grace period
+ * (resets retire one entry each), and reaps never run.  The entries are
+ * no key's: a new key must wait for them, never be refused as
+ * SLUICE_F_FULL.  Before the fix an insert that found no free entry was
+ * decided as full at once, from inside its own section (which holds back
+ * the second of the two advances those entries need): one new key refused
+ * with 1 of 64 keys live; and, a process killed inside a section stalling
+ * the epoch, every new key refused until a reap (the only decision path
+ * that asked whether a stalling process was dead).
+ */
+static void fresh_after_resets(const char *path, bool dead_section)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    struct sluice_stats st;
+    unsigned full = 0, resets = (unsigned)m->pool - 42;
+    int status;
+    pid_t pid;
+
+    CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, T, NULL), SLUICE_ALLOW);
+    if (dead_section) {
+        if ((pid = fork()) == 0) {
+            (void)sl_shm_enter(l); /* and never leaves */
+            raise(SIGKILL);
+        }
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    }
+    alarm(60);
+    for (unsigned i = 0; i < resets; i++) /* each retires an entry */
+        CHECK_EQ(sluice_reset(l, "a", 1), 0);
+    for (unsigned k = 0; k < 63; k++) {
+        char key[32];
+        struct sluice_result res;
+        int n = snprintf(key, sizeof(key), "new-%u", k);
+        int rc = sluice_acquire_at(l, key, (size_t)n, 1, T, &res);
+        CHECK(rc >= 0);
+        full += rc < 0 || (res.flags & SLUICE_F_FULL) != 0;
+    }
+    alarm(0);
+    sluice_stats(l, &st);
+    if (full != 0)
+        fprintf(stderr, "fresh after resets%s: %u of 63 new keys refused as full\n",
+                dead_section ? " (dead section)" : "", full);
+    CHECK_EQ(full, 0);
+    CHECK_U64(st.keys, 64);
+    CHECK_U64(st.full, 0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
+ * The same for a shard's slots: a shard whose array is 7/8 tombstones
+ * (reaped keys), rebuilt into its other array only once that one's grace
+ * period is over.  Its new keys wait for the rebuild, never refused as
+ * full (before the fix: one refused, or all of them while a dead
+ * process's section stalled the epoch, until a reap).
+ */
+static void fresh_after_tombs(const char *path, bool dead_section)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    struct sl_shm_shard *s = &m->shards[0];
+    sl_aword *a = sl_shm_array(m, s, atomic_load(&s->cur));
+    uint64_t tombs = m->nslots * 7 / 8;
+    unsigned full = 0, tried = 0;
+    int status;
+    pid_t pid;
+
+    for (uint64_t j = 0; j < tombs; j++) /* as reaps leave them */
+        atomic_store(&a[j], SL_TOMB);
+    atomic_store(&s->used, tombs);
+    atomic_store(&s->retired[(atomic_load(&s->cur) & 1) ^ 1], atomic_load(&m->hdr->epoch));
+    if (dead_section) {
+        if ((pid = fork()) == 0) {
+            (void)sl_shm_enter(l); /* and never leaves */
+            raise(SIGKILL);
+        }
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    }
+    alarm(60);
+    for (unsigned k = 0; tried < 8; k++) { /* 8 new keys of shard 0 */
+        char key[32];
+        struct sluice_result res;
+        int n = snprintf(key, sizeof(key), "new-%u", k), rc;
+        if ((sl_hash(&l->hkey, key, (size_t)n) >> m->shard_shift) != 0)
+            continue;
+        rc = sluice_acquire_at(l, key, (size_t)n, 1, T, &res);
+        CHECK(rc >= 0);
+        full += rc < 0 || (res.flags & SLUICE_F_FULL) != 0;
+        tried++;
+    }
+    alarm(0);
+    if (full != 0)
+        fprintf(stderr, "fresh after tombstones%s: %u of 8 new keys refused as full\n",
+                dead_section ? " (dead section)" : "", full);
+    CHECK_EQ(full, 0);
+    CHECK_U64(atomic_load(&s->live), 8);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+static void test_fresh_after_resets(const char *path)
+{
+    fresh_after_resets(path, false);
+    fresh_after_resets(path, true);
+    fresh_after_tombs(path, false);
+    fresh_after_tombs(path, true);
+}
+
+/*
  * A corrupt file where two slots name one entry: moving every key to a new
  * policy froze and retired the entry through the first slot, and retried
  * the second (an entry that never thaws) for ever, holding the file's
@@ -342,6 +456,7 @@ int main(void)
     test_dead_sealer(path);
     test_dead_committer(path);
     test_dead_section(path);
+    test_fresh_after_resets(path);
     test_corrupt_slots(path);
     return t_done("shared_repair");
 }
