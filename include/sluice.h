@@ -464,8 +464,11 @@ SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
  * On a shared limiter the override is host-wide (see sluice_open_shared).
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
  * -ENAMETOOLONG, -ENOMEM, or -ENOSPC when it would add a key past max_keys
- * and nothing can be reaped, or, on a shared limiter, when min(max_keys,
- * 4096) other keys already have an override.
+ * and no key was idle at the latest reap's time, or, on a shared limiter,
+ * when min(max_keys, 4096) other keys already have an override.  It takes
+ * no time, and the limiter's clock need not be the one decisions pass, so
+ * it makes room only from keys idle at the time of the latest reap:
+ * sluice_reap(l, now) at the decisions' time first frees the idle ones.
  */
 SLUICE_API int sluice_override_set(sluice_t *l, const void *key, size_t len,
                                    const struct sluice_policy *p);

@@ -29,7 +29,8 @@ static int sl_admin_replace(struct sluice *l, const void *key, size_t len, struc
         struct sl_policy *dest = to;
         if (e == NULL && insert) {
             struct sl_entry *ne;
-            rc = sl_key_insert(t, &g, to, now, false, true, &ne);
+            rc = sl_key_insert(t, &g, to, sl_admin_reap_time(sl_load_rlx(&l->reap_floor)),
+                               false, true, &ne);
             continue;
         }
         if (e == NULL || (need_override && !e->pol->is_override)) {

@@ -376,6 +376,22 @@ static inline uint64_t sl_last_sane(uint64_t v)
     return v == SL_LAST_SEALED ? v - 1 : v;
 }
 
+/*
+ * The time an administrative call that creates a key (sluice_override_set)
+ * judges other keys idle at, to make room at max_keys: the latest reap's
+ * (floor: a reap_floor word, 1 + the time, 0: never).  Such a call takes no
+ * time, and the limiter's clock may not be the one the decisions pass
+ * (sluice_acquire_at): reaping at it removed spent keys as idle, and a key
+ * made again at that clock's time admitted its limit twice in one window.
+ * A time some reap has used is of the decisions' clock, and removing keys
+ * idle at it admits nothing that reap did not.
+ */
+static inline uint64_t sl_admin_reap_time(uint64_t floor)
+{
+    floor = sl_last_sane(floor);
+    return floor == 0 ? 0 : floor - 1;
+}
+
 /* Give back a sealed last_ns (a freeze undone): before the state words
  * are thawed, so that no charge lands to meet a seal that stays. */
 static inline void sl_last_unseal(sl_aword *w, uint64_t v)

@@ -221,7 +221,8 @@ static int sl_shm_admin_locked(struct sluice *l, struct sl_shm_shard *s, uint64_
         }
         to = ovr;
     }
-    rc = e == NULL ? sl_shm_add_locked(l, s, h, key, len, to, now)
+    rc = e == NULL ? sl_shm_add_locked(l, s, h, key, len, to,
+                                       sl_admin_reap_time(sl_load_rlx(&m->hdr->reap_floor)))
                    : sl_shm_swap(l, slot, e, from, to, SL_MOVE_CARRY, now);
     if (rc != 0 && op == SL_OVR_SET) {
         sl_shm_ovr_free(m, to->shm_ref);

@@ -112,6 +112,38 @@ static void test_override_full(void)
     sluice_destroy(l);
 }
 
+/*
+ * The same where the decisions pass their own clock, far behind the
+ * limiter's: the override's room was made by reaping at the limiter's
+ * clock, which took a key spent at the caller's time for idle; made again,
+ * it admitted its 8 a second time in one window (16 of 8).
+ */
+static void test_override_full_caller_clock(void)
+{
+    struct sluice_config cfg;
+    struct sluice_policy p = one(SLUICE_FIXED_WINDOW, 9, NS_PER_S);
+    uint64_t t = 5 * NS_PER_S;
+    unsigned admitted = 0;
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_FIXED_WINDOW, 8, NS_PER_S);
+    cfg.max_keys = 2;
+    cfg.shards = 1;
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    for (int i = 0; i < 10; i++)
+        admitted += sluice_acquire_at(l, "k0", 2, 1, t, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(sluice_acquire_at(l, "k1", 2, 1, t, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_override_set(l, "k2", 2, &p), -ENOSPC);
+    for (int i = 0; i < 10; i++)
+        admitted += sluice_acquire_at(l, "k0", 2, 1, t, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(admitted, 8);
+    /* reaped by the decisions' clock, room is made */
+    CHECK_EQ(sluice_reap(l, t + 2 * NS_PER_S), 2);
+    CHECK_EQ(sluice_override_set(l, "k2", 2, &p), 0);
+    sluice_destroy(l);
+}
+
 static void test_reset(void)
 {
     sluice_t *l = t_limiter1(SLUICE_SLIDING_LOG, 3, NS_PER_S, 0, 0);
@@ -213,6 +245,7 @@ int main(void)
     test_set_policy();
     test_override();
     test_override_full();
+    test_override_full_caller_clock();
     test_reset();
     test_cost_zero();
     test_lineage();

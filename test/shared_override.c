@@ -610,6 +610,32 @@ static void test_full(void)
            MAX_KEYS);
 }
 
+/*
+ * A new key's override at max_keys where the decisions pass their own
+ * clock (NOW, far behind the limiter's): room was made by reaping at the
+ * limiter's clock, which took the spent key for idle, and made again it
+ * admitted its 8 a second time in one window (16 of 8).
+ */
+static void test_full_caller_clock(void)
+{
+    char path[256];
+    struct sluice_policy p = pol1(SLUICE_FIXED_WINDOW, 9);
+    uint64_t admitted;
+    sluice_t *l;
+
+    t_shm_path(path, sizeof(path), "ovr-clock");
+    l = make(path, SLUICE_FIXED_WINDOW, 8, 2);
+    admitted = drain(l, "k0");
+    CHECK_EQ(sluice_acquire_at(l, "k1", 2, 1, NOW, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_override_set(l, "k2", 2, &p), -ENOSPC);
+    admitted += drain(l, "k0");
+    CHECK_U64(admitted, 8);
+    CHECK_EQ(sluice_reap(l, NOW + 2 * NS_PER_S), 2); /* by the decisions' clock */
+    CHECK_EQ(sluice_override_set(l, "k2", 2, &p), 0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -624,6 +650,7 @@ int main(int argc, char **argv)
     test_flip_threads(scale);
     test_kill(scale);
     test_full();
+    test_full_caller_clock();
     CHECK_U64(atomic_load(&pg->errors), 0);
     return t_done("shared_override");
 }
