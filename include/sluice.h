@@ -145,7 +145,9 @@ struct sluice_config {
                                     power of two, at most 4096 */
     uint64_t idle_ttl_ns;        /* a key idle this long may be reaped; 0: the time
                                     after which its state equals a fresh key's */
-    uint64_t reap_interval_ns;   /* > 0: a background thread reaps at this interval;
+    uint64_t reap_interval_ns;   /* > 0: a background thread reaps at this interval,
+                                    at the limiter's clock (decisions passing
+                                    another clock to sluice_acquire_at: keep 0);
                                     0: no thread, call sluice_reap() yourself */
     enum sluice_when_full when_full;
     enum sluice_clock clock;
