@@ -163,6 +163,11 @@ struct sluice_config {
  * (of any key) with the fewest units remaining after this call's charge;
  * for a denial, the limit whose wait is longest.  remaining and
  * reset_after_ns describe the state after this call's charge (if any).
+ * Waits count from the time the call passed, also when it was decided as
+ * at a later time (a clock behind the key's latest admission, or a new key
+ * behind the latest reap): the same request stamped now_ns + retry_after_ns
+ * is admitted, absent other traffic, and one stamped a nanosecond earlier
+ * is not (a wait of 0 stays 0).
  */
 struct sluice_result {
     uint64_t limit;          /* count of the binding limit */

@@ -231,6 +231,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
                 struct sl_report r;
                 if (lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r) != SL_NO)
                     r.retry_after = 1; /* freed meanwhile: try again now */
+                sl_report_behind(&r, g[i].behind);
                 sl_result_fill(res, &g[i], (unsigned)i, j, &r);
             }
             return SL_NO;
@@ -298,6 +299,7 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
         if (lim->ops->report(lim, g->w + lim->off, g->at, rc == SL_OK ? 0 : cost, &r) ==
             SL_FROZEN)
             r = (struct sl_report){0, 0, 0, 0};
+        sl_report_behind(&r, g->behind);
         sl_result_fill(res, g, 0, 0, &r);
     }
     return rc;
@@ -432,7 +434,7 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
         return false;
     g->flags = 0;
     g->charged = 0;
-    sl_target_use_at(g, e, pol, sl_decide_time(lastw, pol, now));
+    sl_target_use_at(g, e, pol, now, sl_decide_time(lastw, pol, now));
     return true;
 }
 

@@ -658,6 +658,8 @@ struct sl_target {
     sl_aword *w;                /* e->w, or pol->zero_w when e is NULL */
     uint64_t at;                /* the time it is decided at (never before its
                                    latest admission) */
+    uint64_t behind;            /* at less the caller's time, if after it: the
+                                   result's waits count from the caller's time */
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
@@ -675,6 +677,7 @@ static inline void sl_target_init(struct sl_target *g, struct sluice *l, const v
     g->w = NULL;
     g->flags = 0;
     g->charged = 0;
+    g->behind = 0;
     g->pinned = NULL;
     g->l = l;
     g->key = key;
@@ -683,15 +686,17 @@ static inline void sl_target_init(struct sl_target *g, struct sluice *l, const v
     g->s = l->shm != NULL ? NULL : sl_shard_of(l, g->h); /* shared: the file's shards */
 }
 
-/* g is decided with entry e (NULL: absent or untracked) under pol, at `at`
- * (sl_entry_time of e: see sl_target_use); inline: decide.c and the shared
- * table (shm_table.c) both resolve targets. */
+/* g, asked for at now, is decided with entry e (NULL: absent or
+ * untracked) under pol, at `at` (sl_entry_time of e: see sl_target_use);
+ * inline: decide.c and the shared table (shm_table.c) both resolve
+ * targets. */
 static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
-                                    struct sl_policy *pol, uint64_t at)
+                                    struct sl_policy *pol, uint64_t now, uint64_t at)
 {
     g->e = e;
     g->pol = pol;
     g->at = at;
+    g->behind = (int64_t)(at - now) > 0 ? at - now : 0; /* modular, as sl_decide_time */
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
@@ -701,7 +706,18 @@ static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
 static inline void sl_target_use(struct sl_target *g, struct sl_entry *e, struct sl_policy *pol,
                                  uint64_t now)
 {
-    sl_target_use_at(g, e, pol, sl_entry_time(e, pol, now));
+    sl_target_use_at(g, e, pol, now, sl_entry_time(e, pol, now));
+}
+
+/*
+ * g's key absent, asked for by a peek: decided as the acquire that made it
+ * would decide it, from the latest reap's time if that is later (floor: a
+ * reap_floor word; new keys start there, sl_entry_new).
+ */
+static inline void sl_target_use_absent(struct sl_target *g, struct sl_policy *pol, uint64_t now,
+                                        uint64_t floor)
+{
+    sl_target_use_at(g, NULL, pol, now, sl_decide_time(floor, pol, now));
 }
 
 /* g's key found as e, under its policy pol: g decided with it (true), or,

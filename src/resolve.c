@@ -71,7 +71,7 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
             /* a peek does not reap: it says when an acquire would have to */
             if (sl_load_rlx(&g->l->nkeys) >= g->l->max_keys)
                 g->flags |= SLUICE_F_AT_MAX_KEYS;
-            sl_target_use(g, NULL, want, now);
+            sl_target_use_absent(g, want, now, sl_load_rlx(&g->l->reap_floor));
             return 0;
         } else if (e != NULL) /* its policy changed: migrate, then look again */
             rc = sl_entry_replace(t, g, e, want, SL_MOVE_CARRY, now);

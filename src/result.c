@@ -54,6 +54,7 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
                 *frozen = i;
                 return SL_FROZEN;
             }
+            sl_report_behind(&r, g[i].behind);
             if (rc == SL_NO) {
                 if (!denied || r.retry_after > worst.retry_after) {
                     worst = r;

@@ -7,6 +7,27 @@
 
 #include "internal.h"
 
+/*
+ * A key decided later than the caller's time (at its latest admission, or
+ * at the latest reap for a new key: sl_target.behind): its waits, counted
+ * from the decision's time, are told from the caller's, so that a call
+ * at the caller's time plus retry_after is admitted.  A wait of 0 stays 0:
+ * every call up to the decision's time is decided at it.
+ */
+static inline uint64_t sl_wait_behind(uint64_t wait, uint64_t behind)
+{
+    return wait == 0 ? 0 : sl_sat_add(wait, behind);
+}
+
+static inline void sl_report_behind(struct sl_report *r, uint64_t behind)
+{
+    if (behind == 0)
+        return;
+    r->retry_after = sl_wait_behind(r->retry_after, behind);
+    r->reset_after = sl_wait_behind(r->reset_after, behind);
+    r->reset_charged = sl_wait_behind(r->reset_charged, behind);
+}
+
 static inline void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
                            unsigned limit, const struct sl_report *r)
 {

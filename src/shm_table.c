@@ -578,7 +578,7 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
         } else if (e == NULL && !create) {
             if (sl_load_rlx(&m->hdr->nkeys) >= l->max_keys) /* as in-process */
                 g->flags |= SLUICE_F_AT_MAX_KEYS;
-            sl_target_use(g, NULL, cur, now);
+            sl_target_use_absent(g, cur, now, sl_last_sane(sl_load_rlx(&m->hdr->reap_floor)));
             return 0;
         } else if (e != NULL && pol == NULL)
             rc = -EAGAIN; /* migrated meanwhile (its generation is gone): look again */

@@ -5,6 +5,9 @@
  * match exactly; every denial's retry_after must be exact: the least wait
  * after which the request passes every limit.  A peek just before each
  * acquire must give its answer: the same decision and the same numbers.
+ * Some calls come from a clock behind (stamped before the key's latest
+ * admission): decided as at that admission, and their retry_after still
+ * counts from their own time (it counted from the admission's).
  * Usage: property [scale] [seed]
  */
 #include "helpers.h"
@@ -45,6 +48,7 @@ static int run_one(uint64_t seed, int steps, int multi)
 {
     uint64_t rng = seed, now = 1000 * NS_PER_S + t_rand(&rng) % NS_PER_S, cap;
     static struct m_key model[NKEYS];
+    uint64_t last[NKEYS] = {0}; /* each key's latest admission: the model's clamp */
     struct sluice_config cfg;
     sluice_t *l;
     int bad = 0;
@@ -65,11 +69,14 @@ static int run_one(uint64_t seed, int steps, int multi)
         int got, want;
 
         now += step;
+        /* one call in six from a clock behind, by up to 1 s */
+        uint64_t when = t_rand(&rng) % 6 == 0 ? now - t_rand(&rng) % NS_PER_S : now;
+        uint64_t dec = last[k] > when ? last[k] : when; /* decided as at */
         snprintf(key, sizeof(key), "key%u", k);
         /* a peek first: the acquire's very answer, numbers included */
         struct sluice_result pk;
-        int peeked = sluice_peek_at(l, key, strlen(key), cost, now, &pk);
-        got = sluice_acquire_at(l, key, strlen(key), cost, now, &r);
+        int peeked = sluice_peek_at(l, key, strlen(key), cost, when, &pk);
+        got = sluice_acquire_at(l, key, strlen(key), cost, when, &r);
         if (peeked != got ||
             (got >= 0 && (pk.remaining != r.remaining || pk.limit_index != r.limit_index ||
                           pk.retry_after_ns != r.retry_after_ns ||
@@ -88,14 +95,16 @@ static int run_one(uint64_t seed, int steps, int multi)
             bad |= got != -E2BIG;
             continue;
         }
-        want = m_acquire(&cfg.policy, &model[k], now, cost, &mb, &rem);
+        want = m_acquire(&cfg.policy, &model[k], dec, cost, &mb, &rem);
         want_b = mb;
+        if (want == SLUICE_ALLOW && cost > 0)
+            last[k] = dec;
         if (got != want || r.limit_index != want_b || (want == SLUICE_ALLOW && r.remaining != rem)) {
             fprintf(stderr,
                     "seed %llu step %d key %u cost %llu now %llu: got %d idx %u rem %llu, "
                     "model %d idx %u rem %llu\n",
                     (unsigned long long)seed, s, k, (unsigned long long)cost,
-                    (unsigned long long)now, got, r.limit_index, (unsigned long long)r.remaining,
+                    (unsigned long long)when, got, r.limit_index, (unsigned long long)r.remaining,
                     want, want_b, (unsigned long long)rem);
             for (unsigned i = 0; i < cfg.policy.nlimits; i++)
                 fprintf(stderr, "  limit %u: algo %d count %llu period %llu burst %llu prec %llu\n",
@@ -108,12 +117,14 @@ static int run_one(uint64_t seed, int steps, int multi)
         if (got == SLUICE_DENY) {
             /* retry_after is the earliest time the same request passes every limit */
             struct sluice_result pr;
-            uint64_t at = now + r.retry_after_ns, dummy;
+            uint64_t at = when + r.retry_after_ns, dummy;
             unsigned di;
             struct m_key copy = model[k];
-            int before = m_acquire(&cfg.policy, &copy, at - 1, cost, &di, &dummy);
+            int before = m_acquire(&cfg.policy, &copy, at - 1 > last[k] ? at - 1 : last[k], cost,
+                                   &di, &dummy);
             copy = model[k];
-            int after = m_acquire(&cfg.policy, &copy, at, cost, &di, &dummy);
+            int after = m_acquire(&cfg.policy, &copy, at > last[k] ? at : last[k], cost, &di,
+                                  &dummy);
             int p = sluice_peek_at(l, key, strlen(key), cost, at, &pr);
             if (after != SLUICE_ALLOW || p != SLUICE_ALLOW ||
                 (r.retry_after_ns > 1 && before != SLUICE_DENY)) {

@@ -219,6 +219,51 @@ static void test_reap_before_admission(void)
 }
 
 /*
+ * A key made after a reap is decided from the reap's time (a request
+ * stamped before it, as at it): a peek of the absent key must say what
+ * that acquire will, and both count their waits from the request's own
+ * time.  The peek answered at the request's time (reset_after 0.3 s
+ * shorter), and the acquire's retry_after counted from the reap's.
+ */
+static void peek_below_reap_floor(sluice_t *l)
+{
+    const uint64_t t = 1000 * NS_PER_S, ms = NS_PER_S / 1000, asked = t + 2800 * ms;
+    struct sluice_result pk, r;
+
+    CHECK_EQ(sluice_acquire_at(l, "old", 3, 1, t, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_reap(l, t + 3200 * ms), 1);
+    /* stamped 0.4 s before the reap, in the window before the reap's */
+    CHECK_EQ(sluice_peek_at(l, "new", 3, 1, asked, &pk), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, asked, &r), SLUICE_ALLOW);
+    CHECK_U64(pk.remaining, r.remaining);
+    CHECK_U64(pk.reset_after_ns, r.reset_after_ns);
+    CHECK_U64(r.reset_after_ns, 1200 * ms); /* the reap's window ends at t + 4 s */
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, asked, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, asked, &r), SLUICE_DENY);
+    CHECK_U64(r.retry_after_ns, 1200 * ms);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, asked + 1200 * ms - 1, &r), SLUICE_DENY);
+    CHECK_EQ(sluice_acquire_at(l, "new", 3, 1, asked + 1200 * ms, &r), SLUICE_ALLOW);
+}
+
+static void test_peek_below_reap_floor(void)
+{
+    struct sluice_config cfg;
+    char path[256];
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_FIXED_WINDOW, 2, NS_PER_S);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    peek_below_reap_floor(l);
+    sluice_destroy(l);
+    t_shm_path(path, sizeof(path), "reap-floor");
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    peek_below_reap_floor(l);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
  * An admission racing a reset of its key: the reset freezes the entry,
  * copies its latest admission time to the replacement and publishes it; an
  * admission that charged the entry before the freeze but raised its time
@@ -347,6 +392,7 @@ int main(int argc, char **argv)
     test_concurrent_reap();
     test_background_reaper();
     test_reap_before_admission();
+    test_peek_below_reap_floor();
     test_reset_racing_admission();
     return t_done("reap");
 }
