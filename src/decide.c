@@ -541,6 +541,7 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     unsigned orig[SL_MAX_KEYS], shm[SL_MAX_KEYS];
     struct sl_thread *t;
     bool shared = false; /* some key's limiter is shared: enter its file's epoch too */
+    uint64_t starved_until = 0; /* sl_shm_starved's deadline */
     size_t m;
     int rc;
 
@@ -566,7 +567,7 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
          * own section held back comes free once it has ended */
         if (rc != -EAGAIN)
             break;
-        if (!sl_shm_starved(g, m, round)) {
+        if (!sl_shm_starved(g, m, round, &starved_until)) {
             rc = -ENOMEM;
             break;
         }

@@ -815,7 +815,7 @@ bool sl_shm_window_live(struct sl_shm *m);
 /* A decision found no free entry in a shared limiter (-EAGAIN): help the
  * file's epoch along, outside every section; false once it has tried long
  * enough (the call then fails with -ENOMEM). */
-bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round);
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round, uint64_t *until);
 int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                    bool create);
 /* The fast path's lookup: an existing entry under the current policy, else NULL. */

@@ -540,6 +540,7 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
 #define SL_RESOLVE_ROUNDS 1000
 #define SL_STARVED_ROUNDS 16
 #define SL_STARVED_WAITS 2000 /* about 2 s of naps at most */
+#define SL_STARVED_NS (UINT64_C(2) * 1000000000) /* and 2 s in all, whatever the pool's size */
 
 int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                    bool create)
@@ -602,9 +603,12 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
     return -EPROTO;
 }
 
-bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round)
+bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round, uint64_t *until)
 {
-    if (round >= SL_STARVED_WAITS)
+    /* a time bound, not only a count: each round may scan the whole pool */
+    if (round == 0)
+        *until = sl_mono_ns() + SL_STARVED_NS;
+    else if (round >= SL_STARVED_WAITS || (int64_t)(sl_mono_ns() - *until) > 0)
         return false;
     for (size_t i = 0; i < n; i++)
         if (g[i].l->shm != NULL && sl_shm_advance(g[i].l->shm, true))
