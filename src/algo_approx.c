@@ -133,13 +133,13 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
     out->reset_after = 0;
     if (v.cur != 0 || v.prev != 0) {
         at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * (v.cur ? 2 : 1));
-        out->reset_after = sl_wait_to(at, now, 0);
+        out->reset_after = at > now ? at - now : 0;
     }
     /* a charge lands in window idx's count, which then weighs on the next */
     out->reset_charged = out->reset_after;
     if (cost != 0) {
         at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * 2);
-        out->reset_charged = sl_wait_to(at, now, 0);
+        out->reset_charged = at > now ? at - now : 0;
     }
     if (room >= (sl_i128)((sl_u128)cost * lim->width)) {
         out->retry_after = 0;
@@ -150,7 +150,7 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
     else                       /* in the next one, cur having become prev */
         at = sl_sat_add(sl_sat_add(start, lim->width),
                         approx_first_fit(lim->width, v.cur, count - cost));
-    out->retry_after = sl_wait_to(at, now, 1);
+    out->retry_after = at > now ? at - now : 1;
     return SL_NO;
 }
 

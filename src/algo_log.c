@@ -244,17 +244,17 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         if (out == NULL)
             return v.fits ? SL_OK : SL_NO;
         out->remaining = lim->def.count - sl_min64(inwin, lim->def.count);
-        out->reset_after = sl_wait_to(newest_end, now, 0);
+        out->reset_after = newest_end > now ? newest_end - now : 0;
         /* a charge is stamped v.eff, which then is the newest stamp */
         out->reset_charged = out->reset_after;
         if (cost != 0) {
             uint64_t end = sl_sat_add(v.eff, lim->def.period_ns);
-            out->reset_charged = sl_wait_to(end, now, 0);
+            out->reset_charged = end > now ? end - now : 0;
         }
         out->retry_after = 0;
         if (!v.fits) {
             uint64_t at = sl_sat_add(v.blocker, lim->def.period_ns);
-            out->retry_after = sl_wait_to(at, now, 1);
+            out->retry_after = at > now ? at - now : 1;
         }
         return v.fits ? SL_OK : SL_NO;
     }

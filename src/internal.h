@@ -53,14 +53,6 @@ static inline uint64_t sl_min64(uint64_t a, uint64_t b) { return a < b ? a : b; 
 static inline uint64_t sl_max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t sl_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 static inline uint64_t sl_u128_sat(sl_u128 v) { return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v; }
-/* The wait from now until a window's time `at` (none: what a time already
- * past gives).  `at` saturated at UINT64_MAX lies past the clock's wrap,
- * which no time reaches (a later time is decided as at the key's latest
- * admission): never, not the 2^64 - 1 - now that would still deny. */
-static inline uint64_t sl_wait_to(uint64_t at, uint64_t now, uint64_t none)
-{
-    return at == UINT64_MAX ? UINT64_MAX : at > now ? at - now : none;
-}
 static inline bool sl_zero(const uint64_t *w, size_t n)
 {
     for (size_t i = 0; i < n; i++)
