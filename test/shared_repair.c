@@ -301,6 +301,20 @@ static void test_dead_section(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/* A process that dies (SIGKILL) inside a section of l's file. */
+static void die_in_section(sluice_t *l)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        (void)sl_shm_enter(l); /* and never leaves */
+        raise(SIGKILL);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 /*
  * New keys while the entries that would take them wait out a grace period
  * (resets retire one entry each), and reaps never run.  The entries are
@@ -319,18 +333,10 @@ static void fresh_after_resets(const char *path, bool dead_section)
     struct sl_shm *m = l->shm;
     struct sluice_stats st;
     unsigned full = 0, resets = (unsigned)m->pool - 42;
-    int status;
-    pid_t pid;
 
     CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, T, NULL), SLUICE_ALLOW);
-    if (dead_section) {
-        if ((pid = fork()) == 0) {
-            (void)sl_shm_enter(l); /* and never leaves */
-            raise(SIGKILL);
-        }
-        waitpid(pid, &status, 0);
-        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    }
+    if (dead_section)
+        die_in_section(l);
     alarm(60);
     for (unsigned i = 0; i < resets; i++) /* each retires an entry */
         CHECK_EQ(sluice_reset(l, "a", 1), 0);
@@ -370,21 +376,13 @@ static void fresh_after_tombs(const char *path, bool dead_section)
     sl_aword *a = sl_shm_array(m, s, atomic_load(&s->cur));
     uint64_t tombs = m->nslots * 7 / 8;
     unsigned full = 0, tried = 0;
-    int status;
-    pid_t pid;
 
     for (uint64_t j = 0; j < tombs; j++) /* as reaps leave them */
         atomic_store(&a[j], SL_TOMB);
     atomic_store(&s->used, tombs);
     atomic_store(&s->retired[(atomic_load(&s->cur) & 1) ^ 1], atomic_load(&m->hdr->epoch));
-    if (dead_section) {
-        if ((pid = fork()) == 0) {
-            (void)sl_shm_enter(l); /* and never leaves */
-            raise(SIGKILL);
-        }
-        waitpid(pid, &status, 0);
-        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    }
+    if (dead_section)
+        die_in_section(l);
     alarm(60);
     for (unsigned k = 0; tried < 8; k++) { /* 8 new keys of shard 0 */
         char key[32];
