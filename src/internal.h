@@ -696,7 +696,8 @@ static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
     g->e = e;
     g->pol = pol;
     g->at = at;
-    g->behind = (int64_t)(at - now) > 0 ? at - now : 0; /* modular, as sl_decide_time */
+    /* modular; past the wrap (sl_decide_time's absolute rule) it stays 0: open */
+    g->behind = (int64_t)(at - now) > 0 ? at - now : 0;
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)
         g->flags |= SLUICE_F_OVERRIDE;
