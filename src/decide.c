@@ -26,52 +26,42 @@
  * second time (a set_policy to the policy in force, racing a peek that
  * moved the key, spent a cost-5 call's units up to four times over).  The
  * frozen entry says where each limit's state went once its writer is done
- * (sl_entry_mark_moved); the charge is taken back there, by this limit's
- * own undo, where that limit keeps its words as they were
- * (sl_policy_same_words): the undo still finds the charge by its receipt
- * and leaves the state if others charged since.  Only that entry, one move
- * at a time: the key's current entry may hold a state this charge never
+ * (sl_entry_mark_moved): the word its words went to, where they went as
+ * they were (sl_policy_same_words).  The charge is taken back there, by
+ * this limit's own undo, which still finds the charge by its receipt and
+ * leaves the state if others charged since.  Only that word, one move at
+ * a time: the key's current entry may hold a state this charge never
  * reached (made fresh, reset, or reaped and made again), whose words could
- * equal the receipt.  Elsewhere (a GCRA limit whose T changed its fraction,
- * a sliding log) it stays spent: an under-admission, never more.
+ * equal the receipt.  Elsewhere (a GCRA limit whose T changed its
+ * fraction, a sliding log) it stays spent: an under-admission, never more.
+ * Every entry on the way was unpublished after this call's section began,
+ * so none is reclaimed before the call is done.
  */
 #define SL_UNDO_HOPS 4096
 
 static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsigned j,
                                                       uint64_t cost)
 {
-    const struct sl_policy *from = g->pol;
-    const struct sl_lim *lim = &from->lim[j];
-    struct sl_entry *e = g->e;
+    const struct sl_lim *lim = &g->pol->lim[j];
+    sl_aword *w = g->w + lim->off;
 
     /* Moves may come faster than one is followed (a set_policy loop and
      * peeks): the bound only keeps a call finite against a writer that
      * never stops; past it the charge stays spent. */
-    for (int hops = 0; e != NULL && hops < SL_UNDO_HOPS; hops++) {
-        struct sl_entry *next;
-        const struct sl_policy *to;
-        uint64_t v;
-        /* read under the shard lock: the writer that froze e is done, and
-         * no other is midway (a freeze undone and another begun) */
-        v = sl_target_settled(g, &e->w[from->lim[j].off]);
-        if (!(v & SL_DEAD)) {
-            next = e; /* thawed (a shared limiter's writer died): e again */
-            to = from;
-        } else {
+    for (int hops = 0; w != NULL && hops < SL_UNDO_HOPS; hops++) {
+        /* read under the shard lock: the writer that froze the word is
+         * done, and no other is midway (a freeze undone and another begun) */
+        uint64_t v = sl_target_settled(g, w);
+        if (v & SL_DEAD) { /* else thawed (a shared limiter's writer died): w again */
             if (v == SL_DEAD)
                 return; /* its state went nowhere */
-            next = g->l->shm != NULL ? sl_shm_entry_of_id(g->l, v & ~SL_DEAD)
-                                     : sl_entry_of_id(v & ~SL_DEAD);
-            to = next == NULL ? NULL
-                 : g->l->shm != NULL ? sl_shm_policy_of(g->l, next)
-                                     : next->pol;
-            if (to == NULL || !sl_policy_same_words(from, to, j))
+            w = g->l->shm != NULL ? sl_shm_word_of_id(g->l, v & ~SL_DEAD)
+                                  : sl_word_of_id(v & ~SL_DEAD);
+            if (w == NULL)
                 return;
         }
-        if (lim->ops->undo(lim, next->w + to->lim[j].off, cost, g->receipt[j]))
+        if (lim->ops->undo(lim, w, cost, g->receipt[j]))
             return;
-        e = next; /* frozen again: follow it */
-        from = to;
     }
 }
 

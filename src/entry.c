@@ -87,18 +87,26 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 
 /*
  * Once frozen and unpublished (moved or removed), each limit's control word
- * says where its state went: SL_DEAD | succ where it was carried into the
- * entry succ names (sl_entry_id, sl_shm_entry_id), SL_DEAD alone where it
- * went nowhere.  A charge still to be taken back follows that, one move at
- * a time (sl_undo_carried in decide.c).  `kept`: bit j, limit j carried.
- * Only once unpublished: a shared limiter thaws a published entry whose
- * writer died, and must find its state whole.
+ * says where its state went: SL_DEAD | the id of the successor's word that
+ * holds it, where it was carried there as it was (the same words:
+ * sl_policy_same_words), SL_DEAD alone where it went nowhere or was
+ * recomputed.  A charge still to be taken back follows that, one move at a
+ * time (sl_undo_carried in decide.c).  The word, not the entry: the
+ * follower would need the successor's policy to find the word, and a
+ * shared successor's override may be cleared, its slot freed and taken by
+ * another key, while the entry itself still waits for its grace period (a
+ * charge that found no policy stayed spent: one unit lost to a race of
+ * three overrides).  `kept`: bit j, limit j carried.  Only once
+ * unpublished: a shared limiter thaws a published entry whose writer died,
+ * and must find its state whole.
  */
-void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsigned kept,
-                         uint64_t succ)
+void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
+                         const struct sl_policy *to, unsigned kept, uint64_t succ)
 {
-    for (unsigned j = 0; j < pol->nlimits; j++)
-        sl_store_rel(&e->w[pol->lim[j].off], SL_DEAD | ((kept >> j & 1) ? succ : 0));
+    for (unsigned j = 0; j < from->nlimits; j++) {
+        bool followed = (kept >> j & 1) && sl_policy_same_words(from, to, j);
+        sl_store_rel(&e->w[from->lim[j].off], SL_DEAD | (followed ? succ + to->lim[j].off : 0));
+    }
 }
 
 /*

@@ -158,7 +158,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();
-        sl_entry_mark_moved(e, e->pol, kept, sl_entry_id(ne));
+        sl_entry_mark_moved(e, e->pol, to, kept, sl_word_id(ne->w));
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
         ne = NULL;

@@ -590,15 +590,17 @@ unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              sl_aword *save, struct sl_shm *shm);
 /* After e (frozen) is unpublished: say in each limit's control word where
  * its state went (entry.c); kept: the mask sl_entry_move_state returned
- * (0 for a removal), succ: the successor's id. */
-void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *pol, unsigned kept,
-                         uint64_t succ);
-/* A private limiter's entry as a successor id (nonzero, below SL_DEAD:
- * entries are cache-line aligned), and back. */
-static inline uint64_t sl_entry_id(const struct sl_entry *e) { return (uintptr_t)e >> 6; }
-static inline struct sl_entry *sl_entry_of_id(uint64_t id)
+ * (0 for a removal, to then NULL), succ: the id of the successor's first
+ * state word (sl_word_id, sl_shm_word_id). */
+void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
+                         const struct sl_policy *to, unsigned kept, uint64_t succ);
+/* A private limiter's state word as a successor id (nonzero, below
+ * SL_DEAD: words are 8-byte aligned; the id of w + k is the id of w plus
+ * k), and back. */
+static inline uint64_t sl_word_id(const sl_aword *w) { return (uintptr_t)w >> 3; }
+static inline sl_aword *sl_word_of_id(uint64_t id)
 {
-    return (struct sl_entry *)(uintptr_t)(id << 6);
+    return (sl_aword *)(uintptr_t)(id << 3);
 }
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
@@ -817,10 +819,10 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g);
 struct sl_entry *sl_shm_find(const struct sl_target *g);
 /* The policy a shared limiter's entry is laid out for (NULL: gone). */
 struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e);
-/* A shared entry's successor id (sl_entry_mark_moved), and back (NULL: no
- * entry of this file). */
-uint64_t sl_shm_entry_id(uint64_t idx);
-struct sl_entry *sl_shm_entry_of_id(struct sluice *l, uint64_t id);
+/* A shared entry's first state word as a successor id (sl_entry_mark_moved),
+ * and a word's id back (NULL: no state word of this file). */
+uint64_t sl_shm_word_id(const struct sl_shm *m, const struct sl_entry *e);
+sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id);
 /* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
  * holding its lock (no writer midway). */
 void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);

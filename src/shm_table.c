@@ -20,6 +20,7 @@
  * for a writer that froze their entry.
  */
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -161,21 +162,37 @@ struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e)
     return sl_shm_policy(l, e->polref);
 }
 
-/* A shared entry as a successor id: its index, tagged, so that a word a
- * dead writer left unmarked is not read as one (sl_entry_mark_moved). */
-#define SL_SHM_ID_TAG (UINT64_C(0x1A5B) << 48)
-uint64_t sl_shm_entry_id(uint64_t idx)
+/* A state word of a shared entry as a successor id: 1 + its place in the
+ * entries in words (below 2^53: a mapping is far smaller than 2^56 bytes),
+ * tagged, so that a word a dead writer left unmarked is not read as one
+ * (sl_entry_mark_moved).  The tag differs from layout 4's entry ids
+ * (0x1A5B << 48), so neither reads the other's marks: such a charge stays
+ * spent. */
+#define SL_SHM_WORD_BITS 53
+#define SL_SHM_WORD_TAG (UINT64_C(0x2E7) << SL_SHM_WORD_BITS)
+#define SL_SHM_WORD_TAG_MASK (UINT64_C(0x3FF) << SL_SHM_WORD_BITS)
+uint64_t sl_shm_word_id(const struct sl_shm *m, const struct sl_entry *e)
 {
-    return SL_SHM_ID_TAG | (idx + 1);
+    uint64_t at = (uint64_t)((const unsigned char *)e->w - m->entries) / sizeof(sl_aword);
+
+    return SL_SHM_WORD_TAG | (at + 1);
 }
 
-struct sl_entry *sl_shm_entry_of_id(struct sluice *l, uint64_t id)
+sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id)
 {
-    uint64_t idx = (id & ~SL_SHM_ID_TAG) - 1;
+    struct sl_shm *m = l->shm;
+    uint64_t at = (id & ~SL_SHM_WORD_TAG_MASK) - 1, byte, in;
 
-    if ((id & (UINT64_C(0x7FFF) << 48)) != SL_SHM_ID_TAG || idx >= l->shm->pool)
+    if ((id & SL_SHM_WORD_TAG_MASK) != SL_SHM_WORD_TAG || (id & ~SL_SHM_WORD_TAG_MASK) == 0)
         return NULL;
-    return sl_shm_entry(l->shm, idx);
+    /* only a state word of an entry of the pool (a corrupt file's mark
+     * leads nowhere else) */
+    byte = at * sizeof(sl_aword);
+    in = byte % m->esize;
+    if (byte / m->esize >= m->pool || in < offsetof(struct sl_entry, w) ||
+        in >= offsetof(struct sl_entry, w) + m->words * sizeof(sl_aword))
+        return NULL;
+    return (sl_aword *)(void *)(m->entries + byte);
 }
 
 struct sl_entry *sl_shm_get_current(struct sl_target *g)
@@ -317,7 +334,7 @@ static void sl_shm_remove(struct sl_shm *m, struct sl_shm_shard *s, sl_aword *sl
     uint64_t idx = (sl_load_rlx(slot) & SL_IDX_MASK) - 2;
 
     atomic_store_explicit(slot, SL_TOMB, memory_order_seq_cst); /* see sl_shm_retire */
-    sl_entry_mark_moved(e, pol, 0, 0);
+    sl_entry_mark_moved(e, pol, NULL, 0, 0);
     sl_shm_retire(m, idx);
     sl_store_rlx(&s->live, sl_load_rlx(&s->live) - 1);
 }
@@ -514,7 +531,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                                sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e), m);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
-    sl_entry_mark_moved(e, from, kept, sl_shm_entry_id(idx)); /* unpublished: never thawed now */
+    sl_entry_mark_moved(e, from, to, kept, sl_shm_word_id(m, ne)); /* unpublished: never thawed now */
     sl_shm_retire(m, (v & SL_IDX_MASK) - 2);
     return 0;
 }

@@ -374,7 +374,7 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
         if (!sl_entry_freeze_if_idle(e, now, idle_ttl))
             continue;
         sl_store_rel(&t->slot[j], SL_TOMB);
-        sl_entry_mark_moved(e, e->pol, 0, 0);
+        sl_entry_mark_moved(e, e->pol, NULL, 0, 0);
         unacct += sl_entry_footprint(e->pol, e->key_len);
         sl_limbo_add(batch, e);
         removed++;
@@ -414,7 +414,7 @@ void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e
     t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e && sl_entry_freeze_if_fresh(e, now)) {
         sl_store_rel(&t->slot[sl_slot_find(t, h, e)], SL_TOMB);
-        sl_entry_mark_moved(e, e->pol, 0, 0);
+        sl_entry_mark_moved(e, e->pol, NULL, 0, 0);
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
         s->live--;
