@@ -55,7 +55,7 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
         if (v & SL_DEAD) { /* else thawed (a shared limiter's writer died): w again */
             if (v == SL_DEAD)
                 return; /* its state went nowhere */
-            w = g->l->shm != NULL ? sl_shm_word_of_id(g->l, v & ~SL_DEAD)
+            w = g->l->shm != NULL ? sl_shm_word_of_id(g->l, v & ~SL_DEAD, lim->nwords)
                                   : sl_word_of_id(v & ~SL_DEAD);
             if (w == NULL)
                 return;
@@ -390,7 +390,7 @@ static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
         for (size_t k = 0; k < i && !seen; k++)
-            seen = g[k].l == g[i].l;
+            seen = sl_same_limiter(g[k].l, g[i].l); /* a file's counters once */
         if (!seen)
             sl_stat_add(g[i].l, t, allowed);
     }

@@ -819,10 +819,18 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g);
 struct sl_entry *sl_shm_find(const struct sl_target *g);
 /* The policy a shared limiter's entry is laid out for (NULL: gone). */
 struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e);
+/* Two handles of one file (opened twice in a process): one limiter, whose
+ * keys are the same keys (sl_same_limiter). */
+bool sl_shm_same_file(const struct sl_shm *a, const struct sl_shm *b);
+static inline bool sl_same_limiter(const struct sluice *a, const struct sluice *b)
+{
+    return a == b || (a->shm != NULL && b->shm != NULL && sl_shm_same_file(a->shm, b->shm));
+}
 /* A shared entry's first state word as a successor id (sl_entry_mark_moved),
- * and a word's id back (NULL: no state word of this file). */
+ * and a word's id back, the first of nwords (NULL: not nwords state words
+ * of one entry of this file). */
 uint64_t sl_shm_word_id(const struct sl_shm *m, const struct sl_entry *e);
-sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id);
+sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id, uint32_t nwords);
 /* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
  * holding its lock (no writer midway). */
 void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);

@@ -133,9 +133,12 @@ int sl_cost_check(struct sl_target *g, size_t n, uint64_t cost)
 }
 
 /* The same key twice in one request is one key, charged once: keep the
- * first of each (limiter, bytes), remembering its index in keys[].  Each
- * key is hashed first, so distinct keys differ by hash and only a repeat
- * (or a collision) compares bytes. */
+ * first of each (limiter, bytes), remembering its index in keys[].  Two
+ * handles of one shared file are one limiter: charged twice, the key
+ * passed each copy's read-only check and failed the second charge, and
+ * the call retried that race for ever.  Each key is hashed first, so
+ * distinct keys differ by hash and only a repeat (or a collision) compares
+ * bytes. */
 size_t sl_unique_keys(const struct sluice_key *keys, size_t n, struct sl_target *g,
                       unsigned *orig)
 {
@@ -146,7 +149,7 @@ size_t sl_unique_keys(const struct sluice_key *keys, size_t n, struct sl_target 
         bool dup = false;
         sl_target_init(c, keys[i].limiter, keys[i].key, keys[i].len);
         for (size_t k = 0; k < m && !dup; k++)
-            dup = g[k].h == c->h && g[k].l == c->l && g[k].len == c->len &&
+            dup = g[k].h == c->h && sl_same_limiter(g[k].l, c->l) && g[k].len == c->len &&
                   (c->len == 0 || memcmp(g[k].key, c->key, c->len) == 0);
         if (!dup)
             orig[m++] = (unsigned)i;

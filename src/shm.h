@@ -131,6 +131,7 @@ struct sl_shm_layout {
 struct sl_shm {
     unsigned char *base;
     size_t size;
+    uint64_t dev, ino;          /* the file: another handle of it is the same limiter */
     struct sl_shm_hdr *hdr;
     struct sl_shm_proc *procs;
     struct sl_shm_shard *shards;

@@ -301,6 +301,8 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     memset(l, 0, sizeof(*l));
     m->base = base;
     m->size = (size_t)st.st_size;
+    m->dev = (uint64_t)st.st_dev;
+    m->ino = (uint64_t)st.st_ino;
     m->hdr = h;
     m->procs = (struct sl_shm_proc *)(void *)(base + lay.procs);
     m->shards = (struct sl_shm_shard *)(void *)(base + lay.shards);

@@ -178,19 +178,20 @@ uint64_t sl_shm_word_id(const struct sl_shm *m, const struct sl_entry *e)
     return SL_SHM_WORD_TAG | (at + 1);
 }
 
-sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id)
+sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id, uint32_t nwords)
 {
     struct sl_shm *m = l->shm;
     uint64_t at = (id & ~SL_SHM_WORD_TAG_MASK) - 1, byte, in;
 
     if ((id & SL_SHM_WORD_TAG_MASK) != SL_SHM_WORD_TAG || (id & ~SL_SHM_WORD_TAG_MASK) == 0)
         return NULL;
-    /* only a state word of an entry of the pool (a corrupt file's mark
-     * leads nowhere else) */
+    /* only nwords state words of one entry of the pool (a corrupt file's
+     * mark leads nowhere else) */
     byte = at * sizeof(sl_aword);
     in = byte % m->esize;
     if (byte / m->esize >= m->pool || in < offsetof(struct sl_entry, w) ||
-        in >= offsetof(struct sl_entry, w) + m->words * sizeof(sl_aword))
+        nwords > m->words ||
+        in - offsetof(struct sl_entry, w) > (m->words - nwords) * sizeof(sl_aword))
         return NULL;
     return (sl_aword *)(void *)(m->entries + byte);
 }
@@ -207,6 +208,11 @@ struct sl_entry *sl_shm_get_current(struct sl_target *g)
         return NULL;
     g->pol = cur;
     return e;
+}
+
+bool sl_shm_same_file(const struct sl_shm *a, const struct sl_shm *b)
+{
+    return a->dev == b->dev && a->ino == b->ino;
 }
 
 struct sl_policy *sl_shm_key_policy(struct sl_target *g)

@@ -5,7 +5,9 @@
  * truncated and corrupted files (-EPROTO), the file mode, policy changes
  * seen by attached and late processes, unlink with handles open, and
  * attach/detach churn from many processes, some of which die without
- * detaching (their process records must come back).
+ * detaching (their process records must come back), one file opened twice
+ * by one process (one limiter: a key named through both handles is one
+ * key).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -358,6 +360,53 @@ static void test_unlink_open(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * One file opened twice in one process is one limiter: the same key named
+ * through both handles in one acquire_all is one key, charged once.  It
+ * was charged twice, and with fewer than twice the cost left the call
+ * retried for ever (the alarm fails the test).  Another file is another
+ * limiter.
+ */
+static void test_two_handles(const char *path)
+{
+    struct sluice_config cfg;
+    struct sluice_result r;
+    struct sluice_stats st;
+    char other_path[256];
+    sluice_t *a, *b, *other;
+
+    cfg_fixed(&cfg, 10);
+    a = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    b = t_open_shared(path, NULL, 0);
+    t_shm_path(other_path, sizeof(other_path), "attach-other");
+    other = t_open_shared(other_path, &cfg, SLUICE_SHARED_CREATE);
+    alarm(20);
+    {
+        struct sluice_key same[2] = {{a, "k", 1}, {b, "k", 1}};
+        CHECK_EQ(sluice_acquire_all(same, 2, 1, T, &r), SLUICE_ALLOW);
+        CHECK_U64(r.remaining, 9);
+        CHECK_EQ(sluice_acquire_all(same, 2, 6, T, &r), SLUICE_ALLOW); /* 9 left: 6, not 12 */
+        CHECK_U64(r.remaining, 3);
+        CHECK_EQ(sluice_acquire_all(same, 2, 4, T, &r), SLUICE_DENY);
+        CHECK_U64(drain(b, "k"), 3);
+        sluice_stats(a, &st); /* the file's counters: each call once */
+        CHECK_U64(st.allowed, 5);
+        CHECK_U64(st.denied, 2);
+    }
+    {
+        struct sluice_key two[2] = {{a, "j", 1}, {other, "j", 1}};
+        CHECK_EQ(sluice_acquire_all(two, 2, 10, T, &r), SLUICE_ALLOW);
+        CHECK_U64(drain(a, "j"), 0);
+        CHECK_U64(drain(other, "j"), 0);
+    }
+    alarm(0);
+    sluice_destroy(other);
+    sluice_destroy(b);
+    sluice_destroy(a);
+    CHECK_EQ(sluice_unlink_shared(other_path), 0);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 static void test_churn(const char *path, double scale)
 {
     enum { N = 12 };
@@ -418,6 +467,7 @@ int main(int argc, char **argv)
     test_bad_files(path);
     test_policy_seen(path);
     test_unlink_open(path);
+    test_two_handles(path);
     test_churn(path, t_scale(argc, argv));
     (void)sluice_unlink_shared(path);
     return t_done("shared_attach");
