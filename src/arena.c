@@ -82,6 +82,14 @@ void sl_arena_unref(struct sl_arena *a)
     free(a);
 }
 
+void sl_arena_hold(struct sl_arena *a, bool hold)
+{
+    if (hold)
+        pthread_mutex_lock(&a->lock);
+    else
+        pthread_mutex_unlock(&a->lock);
+}
+
 /* The limiter goes away: later frees must not touch its counter. */
 void sl_arena_detach(struct sl_arena *a)
 {

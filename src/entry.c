@@ -103,6 +103,7 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
                          const struct sl_policy *to, unsigned kept, uint64_t succ)
 {
+    SL_ASSERT(kept == 0 || to != NULL);
     for (unsigned j = 0; j < from->nlimits; j++) {
         bool followed = (kept >> j & 1) && sl_policy_same_words(from, to, j);
         sl_store_rel(&e->w[from->lim[j].off], SL_DEAD | (followed ? succ + to->lim[j].off : 0));

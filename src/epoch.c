@@ -76,9 +76,6 @@ static _Atomic unsigned sl_thread_ids;
 
 _Thread_local struct sl_thread *sl_tls __attribute__((tls_model("initial-exec")));
 
-/* Past this many pending callbacks a retiring thread reclaims what it can. */
-#define SL_POLL_PENDING 64
-
 enum { SL_REC_USED = 0, SL_REC_FREE = 1 };
 
 static long sl_membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }

@@ -526,6 +526,7 @@ struct sluice {
 
     struct sl_shm *shm;         /* a shared limiter (shm_*.c); NULL: in-process */
     sl_aword *shm_gen;          /* its file's policy generation */
+    struct sluice *fork_prev, *fork_next; /* every open limiter (fork.c) */
 };
 
 int sl_table_init(struct sluice *l, unsigned nshards);
@@ -607,6 +608,10 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
+/* Take (hold) or release the allocator's lock around a fork (fork.c). */
+void sl_fork_track(struct sluice *l);   /* an open limiter's locks kept whole across fork */
+void sl_fork_untrack(struct sluice *l); /* before it goes */
+void sl_arena_hold(struct sl_arena *a, bool hold);
 
 struct sl_arena;
 struct sl_arena *sl_arena_new(sl_aword *acct);

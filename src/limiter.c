@@ -80,6 +80,7 @@ int sluice_create(const struct sluice_config *cfg, sluice_t **out)
         free(l);
         return rc;
     }
+    sl_fork_track(l);
     *out = l;
     return 0;
 }
@@ -90,6 +91,7 @@ void sluice_destroy(sluice_t *l)
 
     if (l == NULL)
         return;
+    sl_fork_untrack(l);
     sl_reaper_stop(l);
     if (l->shm != NULL) {
         sl_shm_detach(l); /* this process leaves; the file stays */

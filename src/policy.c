@@ -218,8 +218,8 @@ unsigned sl_policy_carry(const struct sl_policy *from, sl_aword *from_w,
 
 /* Limit j of `from` is the only one of its kind there, and `to` has one of
  * that kind at j too, alone, with the same word layout: a carry then puts
- * j's state into to's limit j word for word, and nothing else there
- * (sl_undo_carried in decide.c).  The layout: a window's width (its count
+ * j's state into to's limit j word for word, and nothing else there (the
+ * mover marks only such words, sl_entry_mark_moved, for sl_undo_carried).  The layout: a window's width (its count
  * only bounds the units); GCRA's q (T = p/q ns: a new count may change q,
  * and then the TAT is re-encoded).  Not the sliding log, whose carry
  * renumbers the units an undo identifies its charge by. */

@@ -346,6 +346,7 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
         sl_shm_detach(l);
         return rc;
     }
+    sl_fork_track(l);
     *out = l;
     return 0;
 }

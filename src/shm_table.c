@@ -165,9 +165,9 @@ struct sl_policy *sl_shm_policy_of(struct sluice *l, const struct sl_entry *e)
 /* A state word of a shared entry as a successor id: 1 + its place in the
  * entries in words (below 2^53: a mapping is far smaller than 2^56 bytes),
  * tagged, so that a word a dead writer left unmarked is not read as one
- * (sl_entry_mark_moved).  The tag differs from layout 4's entry ids
- * (0x1A5B << 48), so neither reads the other's marks: such a charge stays
- * spent. */
+ * (sl_entry_mark_moved).  The tag differs from the entry ids that 2.1.0
+ * wrote in the same layout 4 (0x1A5B << 48), so neither version reads the
+ * other's marks: such a charge stays spent. */
 #define SL_SHM_WORD_BITS 53
 #define SL_SHM_WORD_TAG (UINT64_C(0x2E7) << SL_SHM_WORD_BITS)
 #define SL_SHM_WORD_TAG_MASK (UINT64_C(0x3FF) << SL_SHM_WORD_BITS)

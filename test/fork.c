@@ -1,0 +1,176 @@
+/*
+ * fork(2) while other threads are inside calls.  A child inherits every
+ * lock as it was at the fork; one held then by another thread of the
+ * parent (a caller's, or the library's own reaper) stayed held in the
+ * child, whose first call needing it never returned: a shared limiter's
+ * policy cache lock (its reaper reaping while another process changed the
+ * policy: 2 of 8 children hung), a private limiter's shard and allocator
+ * locks.  Here the parent forks children again and again while its
+ * threads change policies and overrides, insert fresh keys and reap
+ * (and the limiter's reaper runs); each child must make keys in every
+ * shard, change the policy, reap, destroy its copy (no reaper to join
+ * there) and exit within a deadline.
+ *   shared   one file, the parent's threads and a second process flipping
+ *            its policy, children deciding on the inherited handle;
+ *   private  a private limiter, children using their copy.
+ * Then the parent's limiters still decide exactly: nothing was left held.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+#define NOW (UINT64_C(1000) * NS_PER_S)
+#define CHILD_DEADLINE 5 /* s: a child that hangs is killed by its alarm */
+
+static _Atomic bool stop;
+
+static struct sluice_policy per_second(uint64_t count)
+{
+    struct sluice_policy p = {0};
+
+    sluice_policy_add(&p, SLUICE_GCRA, count, NS_PER_S);
+    return p;
+}
+
+/* Work that takes every kind of lock: policy changes (a shared file's
+ * policy cache), overrides, fresh keys (shard locks, the allocator),
+ * reaps (every shard). */
+static void *churn(void *arg)
+{
+    sluice_t *l = arg;
+    uint64_t rng = (uint64_t)(uintptr_t)&rng, n = 0;
+
+    while (!atomic_load(&stop)) {
+        char key[32];
+        struct sluice_policy p = per_second(1000 + t_rand(&rng) % 3);
+        snprintf(key, sizeof(key), "churn-%" PRIu64, n++ % 4096);
+        switch (t_rand(&rng) % 4) {
+        case 0:
+            (void)sluice_set_policy(l, &p);
+            break;
+        case 1:
+            (void)sluice_override_set(l, key, strlen(key), &p);
+            (void)sluice_override_clear(l, key, strlen(key));
+            break;
+        case 2:
+            (void)sluice_reap(l, NOW + 3600 * NS_PER_S);
+            break;
+        default:
+            (void)sluice_acquire_at(l, key, strlen(key), 1, NOW, NULL);
+        }
+    }
+    return NULL;
+}
+
+/* In the child: every lock must be free. */
+static int child_uses(sluice_t *l, bool shared)
+{
+    struct sluice_policy p = per_second(7);
+
+    alarm(CHILD_DEADLINE);
+    for (unsigned k = 0; k < 256; k++) { /* fresh keys: every shard */
+        char key[32];
+        snprintf(key, sizeof(key), "child-%d-%u", (int)getpid(), k);
+        if (sluice_acquire_at(l, key, strlen(key), 1, NOW, NULL) != SLUICE_ALLOW)
+            return 2;
+    }
+    if (sluice_override_set(l, "child", 5, &p) != 0 || sluice_set_policy(l, &p) != 0)
+        return 3;
+    (void)sluice_reap(l, NOW + 7200 * NS_PER_S);
+    sluice_destroy(l); /* a private copy's reaper is not in the child */
+    (void)shared;
+    return 0;
+}
+
+static unsigned fork_rounds(sluice_t *l, bool shared, unsigned forks)
+{
+    unsigned hung = 0;
+
+    for (unsigned i = 0; i < forks && hung < 3; i++) { /* 3 hung: failed, stop waiting */
+        int st;
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(child_uses(l, shared));
+        CHECK(pid > 0);
+        CHECK(waitpid(pid, &st, 0) == pid);
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+            hung++;
+        else
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    return hung;
+}
+
+/* The parent's limiter, once the churn is over: one fresh key admits its
+ * count exactly (no lock left held, no state torn). */
+static void check_after(sluice_t *l)
+{
+    struct sluice_policy p = per_second(10);
+    unsigned admitted = 0;
+
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
+    for (int i = 0; i < 20; i++)
+        admitted += sluice_acquire_at(l, "after", 5, 1, NOW, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(admitted, 10);
+}
+
+static void run(const char *name, sluice_t *l, bool shared, unsigned forks, pid_t helper)
+{
+    pthread_t th[2];
+    unsigned hung;
+
+    atomic_store(&stop, false);
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&th[i], NULL, churn, l) == 0);
+    hung = fork_rounds(l, shared, forks);
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    if (helper > 0) {
+        int st;
+        kill(helper, SIGKILL);
+        waitpid(helper, &st, 0);
+    }
+    CHECK_EQ(hung, 0);
+    check_after(l);
+    printf("%-8s %u forks beside 2 churning threads and a reaper: %u children hung\n", name,
+           forks, hung);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    double scale = t_scale(argc, argv);
+    unsigned forks = (unsigned)(200 * scale) + 20;
+    struct sluice_config cfg;
+    char path[256];
+    sluice_t *l;
+    pid_t helper;
+
+    sluice_config_init(&cfg);
+    cfg.policy = per_second(1000);
+    cfg.max_keys = 1 << 14;
+    cfg.reap_interval_ns = 20000; /* the library's own thread, reaping often */
+
+    t_shm_path(path, sizeof(path), "fork");
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    if ((helper = fork()) == 0) { /* another process changing the policy */
+        sluice_t *h = t_open_shared(path, NULL, 0);
+        alarm(120);
+        for (uint64_t n = 0;; n++) {
+            struct sluice_policy p = per_second(2000 + n % 5);
+            (void)sluice_set_policy(h, &p);
+        }
+    }
+    CHECK(helper > 0);
+    run("shared", l, true, forks, helper);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+
+    l = t_create(&cfg);
+    run("private", l, false, forks, 0);
+    sluice_destroy(l);
+    return t_done("fork");
+}
