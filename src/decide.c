@@ -611,14 +611,15 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
         return -ENOMEM;
     sl_epoch_begin(t);
     sl_target_init(&g, l, key, len);
-    if (l->shm == NULL)
+    if (l->shm == NULL) {
         rc = sl_acquire_fast(t, &g, cost, now_ns, res);
-    else {
-        shm = sl_shm_enter(l);
+        sl_epoch_end_hot(t); /* it retired nothing */
+    } else {
+        shm = sl_shm_enter(l); /* may retire a policy replaced meanwhile */
         rc = sl_acquire_fast(t, &g, cost, now_ns, res);
         sl_shm_leave(l, shm);
+        sl_epoch_end(t);
     }
-    sl_epoch_end(t);
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
 

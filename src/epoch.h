@@ -64,18 +64,25 @@ void sl_epoch_poll(struct sl_thread *t);
 /* Retired but not yet reclaimed, past which a call reclaims what it can. */
 #define SL_POLL_PENDING 64
 
-static inline void sl_epoch_end(struct sl_thread *t)
+/* Leave a section where nothing was retired (a private limiter's fast
+ * decision only charges): four instructions fewer than sl_epoch_end. */
+static inline void sl_epoch_end_hot(struct sl_thread *t)
 {
     SL_ASSERT(t->depth > 0);
+    /* release: the section's reads come before a reclaimer's free */
+    if (--t->depth == 0)
+        sl_store_rel(&t->word, 0);
+}
+
+static inline void sl_epoch_end(struct sl_thread *t)
+{
     /* Calls that retire and never insert (set_policy, overrides of a
      * shared limiter, deciders compiling a new policy) poll here, as the
      * outermost section ends: without it a loop of them held every old
      * policy (a set_policy loop grew by 250 MB a second) */
     if (t->depth == 1 && t->n_cur > SL_POLL_PENDING)
         sl_epoch_poll(t);
-    /* release: the section's reads come before a reclaimer's free */
-    if (--t->depth == 0)
-        sl_store_rel(&t->word, 0);
+    sl_epoch_end_hot(t);
 }
 
 /* Hand memory to the epoch: cb(entry) runs once no reader can hold it.
