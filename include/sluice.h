@@ -6,6 +6,13 @@
  * call on the same limiter.  All times are uint64_t nanoseconds of the
  * limiter's clock; all counts are uint64_t units.
  *
+ * fork(2) may be called while other threads are inside calls: the library
+ * takes its locks around the fork, so the child's copy of every limiter is
+ * whole and no lock stays held there.  The child has no reaper thread
+ * (reap_interval_ns): its copy of a private limiter is reaped by its own
+ * sluice_reap() calls only, and sluice_destroy() there joins nothing.  A
+ * shared limiter (sluice_open_shared) is the same limiter in the child.
+ *
  * Return convention: decisions return SLUICE_ALLOW (0) or SLUICE_DENY (1);
  * every other outcome is a negative errno and charges nothing.  (A request
  * that fails after a racing change, such as a set_policy that makes its
@@ -148,7 +155,8 @@ struct sluice_config {
     uint64_t reap_interval_ns;   /* > 0: a background thread reaps at this interval,
                                     at the limiter's clock (decisions passing
                                     another clock to sluice_acquire_at: keep 0);
-                                    0: no thread, call sluice_reap() yourself */
+                                    0: no thread, call sluice_reap() yourself
+                                    (a forked child has none: see the top) */
     enum sluice_when_full when_full;
     enum sluice_clock clock;
     uint64_t (*clock_fn)(void *clock_ctx);
@@ -396,7 +404,7 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * One request checked against 1 <= n <= 16 keys, possibly in different
  * limiters with different policies (client IP in one, user ID in another).
  * The same key (same limiter and bytes) given twice is one key, charged
- * once.  All-or-nothing: every limit of every key is charged, or none is.
+ * once; two handles of one shared file are one limiter.  All-or-nothing: every limit of every key is charged, or none is.
  * The keys are checked read-only first, so a denial writes nothing; then
  * charged in order, and a charge that loses a race rolls back the charges
  * already made.  A rollback takes back only this call's own charge: where
