@@ -21,7 +21,11 @@
  * limiter, the process), bits 0..30 the sequence, odd while held (a reader
  * would have to sleep through 2^30 writes of the key between its snapshot
  * and its CAS to mistake the snapshot); in-process, bits 0..62 the
- * sequence.  A process killed while it holds a key is found dead by a waiter,
+ * sequence.  In-process the holder is the process too (sl_log_local): a
+ * child forked while another thread held a key has no such thread, and
+ * its waiters would have spun for ever; the token is the fork generation,
+ * so a child finds the key's holder gone, as for a process killed.
+ * A process killed while it holds a key is found dead by a waiter,
  * which releases the key as it is: the killed charge wrote its stamps over
  * the oldest units' slots before it stored N, so either N was stored (the
  * charge is complete) or its units are not counted and the slots it wrote
@@ -45,8 +49,41 @@ static inline bool log_expired(uint64_t period, uint64_t ts, uint64_t now)
 #define SL_LOG_MAX_COUNT 65536u
 #define SL_LOG_RING 4u /* first ring word */
 
+/* In-process holders: this process, numbered by fork generation (a
+ * child's waiters release keys its parent's other threads held). */
+static _Atomic uint32_t sl_log_forkgen = 1;
+static pthread_once_t sl_log_fork_once = PTHREAD_ONCE_INIT;
+
+static void sl_log_after_fork(void)
+{
+    uint32_t g = atomic_load_explicit(&sl_log_forkgen, memory_order_relaxed) + 1;
+
+    /* relaxed: the child is single-threaded here */
+    atomic_store_explicit(&sl_log_forkgen, g != 0 ? g : 1, memory_order_relaxed);
+}
+
+static void sl_log_fork_init(void)
+{
+    (void)pthread_atfork(NULL, NULL, sl_log_after_fork);
+}
+
+static uint32_t sl_log_local_token(const struct sl_holder *h)
+{
+    (void)h;
+    return atomic_load_explicit(&sl_log_forkgen, memory_order_relaxed);
+}
+
+static bool sl_log_local_dead(const struct sl_holder *h, uint32_t token)
+{
+    return token != sl_log_local_token(h);
+}
+
+static const struct sl_holder sl_log_local = {sl_log_local_token, sl_log_local_dead};
+
 static int log_compile(struct sl_lim *lim)
 {
+    (void)pthread_once(&sl_log_fork_once, sl_log_fork_init);
+    lim->holder = &sl_log_local; /* a shared limiter's binds its file's instead */
     if (lim->def.count > SL_LOG_MAX_COUNT)
         return -EINVAL;
     lim->cap = lim->def.count;

@@ -45,6 +45,7 @@ struct sl_slab {
 };
 
 struct sl_arena {
+    struct sl_arena *prev, *next;   /* every arena alive (sl_arenas_hold) */
     _Atomic uint64_t refs;
     pthread_mutex_t lock;
     void *free[SL_ARENA_CLASSES];   /* singly linked through each block's first word */
@@ -52,6 +53,12 @@ struct sl_arena {
     char *bump, *bump_end;          /* the current slab's unused tail */
     sl_aword *acct;                 /* the limiter's memory counter, while it lives */
 };
+
+/* Every arena until its last reference goes, a destroyed limiter's too:
+ * epoch callbacks free entries into it after the limiter is gone, and a
+ * fork must not copy its lock held (sl_arenas_hold). */
+static pthread_mutex_t sl_arenas_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_arena *sl_arenas;
 
 struct sl_arena *sl_arena_new(sl_aword *acct)
 {
@@ -62,6 +69,12 @@ struct sl_arena *sl_arena_new(sl_aword *acct)
     atomic_init(&a->refs, 1);
     pthread_mutex_init(&a->lock, NULL);
     a->acct = acct;
+    pthread_mutex_lock(&sl_arenas_lock);
+    a->next = sl_arenas;
+    if (sl_arenas != NULL)
+        sl_arenas->prev = a;
+    sl_arenas = a;
+    pthread_mutex_unlock(&sl_arenas_lock);
     return a;
 }
 
@@ -74,6 +87,14 @@ void sl_arena_unref(struct sl_arena *a)
 {
     if (atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
         return;
+    pthread_mutex_lock(&sl_arenas_lock);
+    if (a->prev != NULL)
+        a->prev->next = a->next;
+    else
+        sl_arenas = a->next;
+    if (a->next != NULL)
+        a->next->prev = a->prev;
+    pthread_mutex_unlock(&sl_arenas_lock);
     for (struct sl_slab *s = a->slabs, *next; s != NULL; s = next) {
         next = s->next;
         free(s);
@@ -82,12 +103,17 @@ void sl_arena_unref(struct sl_arena *a)
     free(a);
 }
 
-void sl_arena_hold(struct sl_arena *a, bool hold)
+void sl_arenas_hold(bool hold)
 {
     if (hold)
-        pthread_mutex_lock(&a->lock);
-    else
-        pthread_mutex_unlock(&a->lock);
+        pthread_mutex_lock(&sl_arenas_lock);
+    for (struct sl_arena *a = sl_arenas; a != NULL; a = a->next)
+        if (hold)
+            pthread_mutex_lock(&a->lock);
+        else
+            pthread_mutex_unlock(&a->lock);
+    if (!hold)
+        pthread_mutex_unlock(&sl_arenas_lock);
 }
 
 /* The limiter goes away: later frees must not touch its counter. */

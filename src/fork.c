@@ -7,9 +7,19 @@
  * limiter is listed here, and around a fork the forking thread takes all
  * their locks first (the parent's other threads finish what they were
  * doing under them, so the copy is whole) and both sides release them
- * after.  Lock order: the list, then per limiter its shards in index
- * order, its allocator, its policy cache lock; calls hold one shard lock
- * at a time (others only by trylock), and take the allocator's under it.
+ * after.  Lock order: the list, then per limiter its shards in index order
+ * and its policy cache lock, then every entry allocator (arena.c keeps
+ * them, a destroyed limiter's too, while its retired entries may still be
+ * freed into it); calls hold one shard lock at a time (others only by
+ * trylock), and take an allocator's innermost.
+ *
+ * Lock-free state of calls caught mid-flight is copied too.  A private
+ * limiter's keys forget the acquire_all calls counted on them (a writer
+ * would wait for their commits for ever) and the decisions that inserted
+ * them: a walk of every key, in the child.  A sliding log's key held by
+ * another thread is released by the child's first waiter (algo_log.c: the
+ * holder is the process, numbered by fork).  A shared limiter needs
+ * neither: its file already tells dead callers from live ones.
  *
  * The child has no reaper thread: a private limiter's copy is reaped only
  * by sluice_reap() calls in the child (a shared limiter's file, by every
@@ -25,8 +35,6 @@ static void sl_fork_hold(struct sluice *l)
 {
     for (unsigned i = 0; l->shards != NULL && i < l->nshards; i++)
         sl_shard_lock(&l->shards[i]);
-    if (l->arena != NULL)
-        sl_arena_hold(l->arena, true);
     if (l->shm != NULL)
         pthread_mutex_lock(&l->shm->mu);
 }
@@ -35,8 +43,6 @@ static void sl_fork_release(struct sluice *l)
 {
     if (l->shm != NULL)
         pthread_mutex_unlock(&l->shm->mu);
-    if (l->arena != NULL)
-        sl_arena_hold(l->arena, false);
     for (unsigned i = 0; l->shards != NULL && i < l->nshards; i++)
         sl_shard_unlock(&l->shards[i]);
 }
@@ -46,10 +52,12 @@ static void sl_fork_prepare(void)
     pthread_mutex_lock(&sl_fork_lock);
     for (struct sluice *l = sl_fork_list; l != NULL; l = l->fork_next)
         sl_fork_hold(l);
+    sl_arenas_hold(true); /* innermost: taken under shard locks, never before */
 }
 
 static void sl_fork_parent(void)
 {
+    sl_arenas_hold(false);
     for (struct sluice *l = sl_fork_list; l != NULL; l = l->fork_next)
         sl_fork_release(l);
     pthread_mutex_unlock(&sl_fork_lock);
@@ -58,7 +66,10 @@ static void sl_fork_parent(void)
 /* The forking thread is the child's only thread, and held every lock. */
 static void sl_fork_child(void)
 {
+    sl_arenas_hold(false);
     for (struct sluice *l = sl_fork_list; l != NULL; l = l->fork_next) {
+        if (l->shards != NULL)
+            sl_table_after_fork(l); /* O(keys): calls caught mid-flight */
         sl_fork_release(l);
         l->reaper_running = false; /* no such thread here: never joined */
     }

@@ -531,6 +531,8 @@ struct sluice {
 
 int sl_table_init(struct sluice *l, unsigned nshards);
 void sl_table_destroy(struct sluice *l);
+/* A forked child's copy forgets its parent's calls in flight (fork.c). */
+void sl_table_after_fork(struct sluice *l);
 /* Inline: every decision on a private limiter starts here. */
 static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 {
@@ -608,10 +610,10 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
-/* Take (hold) or release the allocator's lock around a fork (fork.c). */
+/* Take (hold) or release every allocator's lock around a fork (fork.c). */
 void sl_fork_track(struct sluice *l);   /* an open limiter's locks kept whole across fork */
 void sl_fork_untrack(struct sluice *l); /* before it goes */
-void sl_arena_hold(struct sl_arena *a, bool hold);
+void sl_arenas_hold(bool hold);
 
 struct sl_arena;
 struct sl_arena *sl_arena_new(sl_aword *acct);

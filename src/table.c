@@ -100,6 +100,25 @@ int sl_table_init(struct sluice *l, unsigned nshards)
     return 0;
 }
 
+/* In a forked child, still single-threaded (fork.c): every published key
+ * forgets the calls counted on it (their threads are not in the child: a
+ * writer would wait for their commits for ever, holding the shard lock)
+ * and the decision that inserted it (it could never be reaped). */
+void sl_table_after_fork(struct sluice *l)
+{
+    for (unsigned i = 0; i < l->nshards; i++) {
+        struct sl_slots *t = atomic_load_explicit(&l->shards[i].slots, memory_order_relaxed);
+        for (uint64_t j = 0; j <= t->mask; j++) {
+            uint64_t v = sl_load_rlx(&t->slot[j]);
+            if (v <= SL_TOMB)
+                continue;
+            /* relaxed: no other thread exists here */
+            atomic_store_explicit(&sl_slot_entry(v)->committing, 0, memory_order_relaxed);
+            atomic_store_explicit(&sl_slot_entry(v)->pinned, 0, memory_order_relaxed);
+        }
+    }
+}
+
 /* Not concurrent with anything (sluice_destroy). */
 void sl_table_destroy(struct sluice *l)
 {

@@ -5,14 +5,21 @@
  * child, whose first call needing it never returned: a shared limiter's
  * policy cache lock (its reaper reaping while another process changed the
  * policy: 2 of 8 children hung), a private limiter's shard and allocator
- * locks.  Here the parent forks children again and again while its
+ * locks; and lock-free state of calls in flight: a sliding log's key a
+ * thread was writing (held for a few stores) stayed held in the child,
+ * whose calls on it spun, and an acquire_all counted on its keys between
+ * its test and its commits stayed counted, so the child's first writer of
+ * such a key (a reset) waited for ever (5 of 9 children, a reviewer).  Here the parent forks children again and again while its
  * threads change policies and overrides, insert fresh keys and reap
  * (and the limiter's reaper runs); each child must make keys in every
  * shard, change the policy, reap, destroy its copy (no reaper to join
  * there) and exit within a deadline.
  *   shared   one file, the parent's threads and a second process flipping
  *            its policy, children deciding on the inherited handle;
- *   private  a private limiter, children using their copy.
+ *   private  a private limiter, children using their copy, and a sliding
+ *            log whose hot key a third thread charges all the while;
+ *   pairs    the same with the churning threads running acquire_all of
+ *            two keys only, which each child then resets.
  * Then the parent's limiters still decide exactly: nothing was left held.
  */
 #include <signal.h>
@@ -25,6 +32,9 @@
 #define CHILD_DEADLINE 5 /* s: a child that hangs is killed by its alarm */
 
 static _Atomic bool stop;
+static bool pairs_only; /* the churn threads run acquire_all alone */
+static sluice_t *log_limiter; /* private case: a sliding log's hot key */
+static _Atomic uint64_t log_now = NOW, pair_now = NOW;
 
 static struct sluice_policy per_second(uint64_t count)
 {
@@ -46,7 +56,14 @@ static void *churn(void *arg)
         char key[32];
         struct sluice_policy p = per_second(1000 + t_rand(&rng) % 3);
         snprintf(key, sizeof(key), "churn-%" PRIu64, n++ % 4096);
-        switch (t_rand(&rng) % 4) {
+        switch (pairs_only ? 4 : t_rand(&rng) % 5) {
+        case 4: {
+            /* a millisecond on per call: admitted (under the pairs run's
+             * policy), so each counts itself on the keys before its commits */
+            struct sluice_key pair[2] = {{l, "pair-a", 6}, {l, "pair-b", 6}};
+            (void)sluice_acquire_all(pair, 2, 1, atomic_fetch_add(&pair_now, 1000000), NULL);
+            break;
+        }
         case 0:
             (void)sluice_set_policy(l, &p);
             break;
@@ -64,12 +81,24 @@ static void *churn(void *arg)
     return NULL;
 }
 
+/* The sliding log's hot key, charged at times moving on. */
+static void *log_hammer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop))
+        (void)sluice_acquire_at(log_limiter, "hot", 3, 1, atomic_fetch_add(&log_now, 1000), NULL);
+    return NULL;
+}
+
 /* In the child: every lock must be free. */
 static int child_uses(sluice_t *l, bool shared)
 {
     struct sluice_policy p = per_second(7);
+    int rc;
 
     alarm(CHILD_DEADLINE);
+    if (!shared && sluice_acquire_at(log_limiter, "hot", 3, 1, atomic_load(&log_now), NULL) < 0)
+        return 4;
     for (unsigned k = 0; k < 256; k++) { /* fresh keys: every shard */
         char key[32];
         snprintf(key, sizeof(key), "child-%d-%u", (int)getpid(), k);
@@ -78,6 +107,9 @@ static int child_uses(sluice_t *l, bool shared)
     }
     if (sluice_override_set(l, "child", 5, &p) != 0 || sluice_set_policy(l, &p) != 0)
         return 3;
+    rc = sluice_reset(l, "pair-a", 6); /* a key an acquire_all was committing */
+    if (rc < 0 && rc != -ENOENT)
+        return 5;
     (void)sluice_reap(l, NOW + 7200 * NS_PER_S);
     sluice_destroy(l); /* a private copy's reaper is not in the child */
     (void)shared;
@@ -118,15 +150,16 @@ static void check_after(sluice_t *l)
 
 static void run(const char *name, sluice_t *l, bool shared, unsigned forks, pid_t helper)
 {
-    pthread_t th[2];
+    pthread_t th[3];
+    int nth = shared ? 2 : 3;
     unsigned hung;
 
     atomic_store(&stop, false);
-    for (int i = 0; i < 2; i++)
-        CHECK(pthread_create(&th[i], NULL, churn, l) == 0);
+    for (int i = 0; i < nth; i++)
+        CHECK(pthread_create(&th[i], NULL, i < 2 ? churn : log_hammer, l) == 0);
     hung = fork_rounds(l, shared, forks);
     atomic_store(&stop, true);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < nth; i++)
         pthread_join(th[i], NULL);
     if (helper > 0) {
         int st;
@@ -170,7 +203,20 @@ int main(int argc, char **argv)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 
     l = t_create(&cfg);
+    {
+        struct sluice_config lc;
+        sluice_config_init(&lc);
+        sluice_policy_add(&lc.policy, SLUICE_SLIDING_LOG, 64, UINT64_C(1000000));
+        log_limiter = t_create(&lc);
+    }
     run("private", l, false, forks, 0);
+    pairs_only = true;
+    {
+        struct sluice_policy every = per_second(1000000); /* admits every pair call */
+        CHECK_EQ(sluice_set_policy(l, &every), 0);
+    }
+    run("pairs", l, false, forks, 0);
+    sluice_destroy(log_limiter);
     sluice_destroy(l);
     return t_done("fork");
 }
