@@ -29,7 +29,8 @@
 #include "helpers.h"
 
 #define NOW (UINT64_C(1000) * NS_PER_S)
-#define CHILD_DEADLINE 5 /* s: a child that hangs is killed by its alarm */
+#define CHILD_DEADLINE 30 /* s: a hung child is killed by its alarm (a child under
+                             ThreadSanitizer on a loaded machine took over 5 s) */
 
 static _Atomic bool stop;
 static bool pairs_only; /* the churn threads run acquire_all alone */
@@ -120,7 +121,7 @@ static unsigned fork_rounds(sluice_t *l, bool shared, unsigned forks)
 {
     unsigned hung = 0;
 
-    for (unsigned i = 0; i < forks && hung < 3; i++) { /* 3 hung: failed, stop waiting */
+    for (unsigned i = 0; i < forks && hung == 0; i++) { /* one hung: failed, stop waiting */
         int st;
         pid_t pid = fork();
         if (pid == 0)
@@ -176,7 +177,7 @@ static void run(const char *name, sluice_t *l, bool shared, unsigned forks, pid_
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
-    unsigned forks = (unsigned)(200 * scale) + 20;
+    unsigned forks = (unsigned)(60 * scale) + 20;
     struct sluice_config cfg;
     char path[256];
     sluice_t *l;
