@@ -160,6 +160,23 @@ static uint64_t gcra_ceil_ns(const struct sl_lim *lim, sl_u128 scaled)
     return sl_u128_sat((scaled + lim->q - 1) / lim->q);
 }
 
+/* The numbers, out of line: a verdict alone (out NULL, every
+ * sl_verdict_all of a multi-key decision) then needs no stack frame and
+ * no division. */
+static __attribute__((noinline)) int gcra_report_numbers(const struct sl_lim *lim, sl_u128 gap,
+                                                         sl_u128 need, struct sl_report *out)
+{
+    out->remaining = gap >= lim->tau ? 0 : sl_u128_sat((lim->tau - gap) / lim->p);
+    out->reset_after = gcra_ceil_ns(lim, gap);
+    out->reset_charged = gcra_ceil_ns(lim, need); /* the TAT moves to now + need */
+    if (need <= lim->tau) {
+        out->retry_after = 0;
+        return SL_OK;
+    }
+    out->retry_after = gcra_ceil_ns(lim, need - lim->tau);
+    return SL_NO;
+}
+
 static int gcra_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                        struct sl_report *out)
 {
@@ -172,15 +189,7 @@ static int gcra_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
     need = gap + (sl_u128)cost * lim->p;
     if (out == NULL)
         return need <= lim->tau ? SL_OK : SL_NO;
-    out->remaining = gap >= lim->tau ? 0 : sl_u128_sat((lim->tau - gap) / lim->p);
-    out->reset_after = gcra_ceil_ns(lim, gap);
-    out->reset_charged = gcra_ceil_ns(lim, need); /* the TAT moves to now + need */
-    if (need <= lim->tau) {
-        out->retry_after = 0;
-        return SL_OK;
-    }
-    out->retry_after = gcra_ceil_ns(lim, need - lim->tau);
-    return SL_NO;
+    return gcra_report_numbers(lim, gap, need, out);
 }
 
 static bool gcra_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now)
