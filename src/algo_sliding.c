@@ -102,14 +102,37 @@ static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behin
  * good.  Overwriting an empty slot loses nothing; an index newer than j in
  * it is at least nb sub-buckets newer, so j is outside every window that
  * could still read that slot as j.
+ *
+ * A slot is written only when its sub-bucket had units, so on a key busy
+ * for more than half the index range (417 days of steady traffic, or times
+ * passed in) a slot can be that old and read as newer than j: skipping the
+ * archive then lost j's units (an outside tester: 3 admitted of 2).  What
+ * tells it apart is the head.  A slot holds only sub-buckets archived
+ * while they were the head, and the head's index only grows, except back
+ * through exact undos, which leave in newer slots units of charges taken
+ * back.  So a slot newer than the head is either that old or holds only
+ * such units: either way, overwriting it loses no admitted unit.  (An
+ * archiver whose head has moved on meanwhile may still skip: its head CAS
+ * fails, and whoever moved the head archived j while it was the head.)
  */
+static bool sliding_slot_newer(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t v)
+{
+    uint64_t vi = sl_word_index(lim, v);
+
+    if (sl_index_diff(lim, j, vi) >= 0)
+        return false;
+    /* acquire: the head as new as the slot read before it */
+    return sl_index_diff(lim, sl_word_index(lim, sl_load_acq(&w[0])), vi) >= 0;
+}
+
 static void sliding_archive(const struct sl_lim *lim, sl_aword *w, uint64_t j, uint64_t units)
 {
     sl_aword *slot = &w[1 + sliding_slot(lim, j)];
     uint64_t v = sl_load_acq(slot), want = sl_word_make(lim, j, units);
 
-    while ((v & lim->cmask) == 0 || sl_index_diff(lim, j, sl_word_index(lim, v)) > 0 ||
-           (sl_word_index(lim, v) == (j & lim->imask) && (v & lim->cmask) < units)) {
+    while ((v & lim->cmask) == 0 || !sliding_slot_newer(lim, w, j, v)) {
+        if (sl_word_index(lim, v) == (j & lim->imask) && (v & lim->cmask) >= units)
+            return; /* j, with as many units or more */
         if (sl_cas_acqrel(slot, &v, want))
             return;
     }

@@ -445,6 +445,51 @@ static void test_idle_beyond_range(void)
         }
 }
 
+/*
+ * A sliding window's ring slot is written only when its sub-bucket had
+ * units.  A key busy for more than half the index range (2^(ibits-1)
+ * sub-buckets: 417 days of steady traffic, or one call with times passed
+ * in) can leave a slot that old, which then reads as newer than the
+ * sub-bucket archived into it by signed distance: the archive was skipped
+ * and its units left the window (3 admitted where the limit is 2, an
+ * outside tester).  Two sub-buckets: one unit in the even one, then odd
+ * ones only, past half the range, then an even one and the next.
+ */
+static void test_busy_beyond_ring(bool shared)
+{
+    const uint64_t width = UINT64_C(1) << 40;
+    uint64_t span = WIN_RANGE / width + 1, half = 1, j, e;
+    struct sluice_config cfg;
+    char path[256];
+    unsigned admitted = 0;
+    sluice_t *l;
+
+    while (half <= span) /* algo_window.c: 2^(ibits-1) > the windows in range */
+        half <<= 1;
+    sluice_config_init(&cfg);
+    cfg.policy.nlimits = 1;
+    cfg.policy.limits[0] = mk(SLUICE_SLIDING_WINDOW, 2, 2 * width, 0, width);
+    if (shared) {
+        t_shm_path(path, sizeof(path), "ranges-ring");
+        l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    } else
+        l = t_create(&cfg);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 2 * width, NULL), SLUICE_ALLOW);
+    for (j = 3; j < half + 4; j += 2) /* the even slot keeps sub-bucket 2 */
+        if (sluice_acquire_at(l, "k", 1, 1, j * width, NULL) != SLUICE_ALLOW) {
+            CHECK(!"an odd sub-bucket alone in its window denied");
+            break;
+        }
+    e = j + 1; /* its window: e - 1 (empty) and e */
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, e * width, NULL), SLUICE_ALLOW);
+    for (int i = 0; i < 3; i++) /* the window e, e + 1 holds e's unit: one more */
+        admitted += sluice_acquire_at(l, "k", 1, 1, (e + 1) * width, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(admitted, 1);
+    sluice_destroy(l);
+    if (shared)
+        CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 int main(void)
 {
     test_gcra();
@@ -453,5 +498,7 @@ int main(void)
     test_log_top_of_time();
     test_clock_wrap();
     test_idle_beyond_range();
+    test_busy_beyond_ring(false);
+    test_busy_beyond_ring(true);
     return t_done("ranges");
 }
