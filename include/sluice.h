@@ -186,7 +186,12 @@ struct sluice_result {
                                 UINT64_MAX if it never can).  A denial by when_full
                                 (SLUICE_F_FULL) is an estimate instead: idle_ttl_ns,
                                 else the binding limit's period (when some key
-                                should have gone idle; sluice does not track when) */
+                                should have gone idle; sluice does not track when).
+                                A wait that takes a stacked limit past its range
+                                while another keeps the key (enum sluice_algo: a
+                                GCRA limit beside a window of months) can end in
+                                a denial again, failing closed, until that limit
+                                reads right again or the key restarts */
     uint64_t reset_after_ns; /* time until the binding limit is fully replenished */
     uint64_t period_ns;      /* period of the binding limit */
     unsigned limit_index;    /* index in the policy of the binding limit */
@@ -457,7 +462,11 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * never in a key's favour: a sliding window whose precision changed and
  * changed back keeps its units at their own sub-buckets if no call met the
  * key in between, and at the coarser ones (later, so longer in the window)
- * if one did.  Requests costing more than the new policy admits get
+ * if one did.  A change of precision itself moves each unit into the new
+ * sub-bucket holding the end of its old one (never earlier than the unit's
+ * own time), so the new window keeps every unit admitted within its
+ * period; units older than that, which the old, coarser sub-buckets still
+ * counted, may leave it.  Requests costing more than the new policy admits get
  * -E2BIG from then on.
  * On a shared limiter (sluice_open_shared) the change reaches every
  * process, and every key has moved to it when the call returns.
