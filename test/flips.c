@@ -335,6 +335,41 @@ static void test_undo_keeps_later_charge(void)
 }
 
 /*
+ * Two charges that moved a sliding window's head on (B to sub-bucket 12,
+ * then C to 13, each archiving the head before it into the one ring slot
+ * of two sub-buckets), both taken back exactly, C first (an acquire_all
+ * each, denied on another key): the head is back at 10, and the slot holds
+ * C's archive of 12, newer than the head.  A call at 11 archived 10 there:
+ * the slot read newer, the archive was skipped and 10's unit left the
+ * window {10, 11}, which then admitted 2 more (a reviewer, with threads
+ * held at these points).  Overwriting such a slot instead could lower it
+ * under a slow archiver's CAS (ABA: 3 of 2 again); the refused head now
+ * stays in the new one.
+ */
+static void test_undo_leaves_newer_slot(void)
+{
+    const uint64_t width = NS_PER_S / 1000;
+    struct one o;
+    sl_receipt rb = {0}, rc = {0}, r = {0};
+    unsigned admitted = 0;
+
+    one_init(&o, (struct sluice_limit){.algo = SLUICE_SLIDING_WINDOW, .count = 2,
+                                       .period_ns = 2 * width, .precision_ns = width});
+    CHECK_EQ(one_charge(&o, 10 * width, 1, r), SL_OK);
+    CHECK_EQ(one_charge(&o, 12 * width, 1, rb), SL_OK);
+    CHECK_EQ(one_charge(&o, 13 * width, 1, rc), SL_OK);
+    one_undo(&o, 1, rc);
+    one_undo(&o, 1, rb);
+    for (int i = 0; i < 3; i++) /* {10, 11} holds 10's unit: one more */
+        admitted += one_charge(&o, 11 * width, 1, r) == SL_OK;
+    CHECK_EQ(admitted, 1);
+    admitted = 0;
+    for (int i = 0; i < 3; i++) /* {11, 12}: one more at most (10's unit kept at 11) */
+        admitted += one_charge(&o, 12 * width, 1, r) == SL_OK;
+    CHECK(admitted <= 1);
+}
+
+/*
  * The sliding log's undo removed "units j0.." by index: after an earlier
  * rollback shifted the newer units down, a later rollback removed a third
  * charge's units (stamped later) and left its own older ones, which expire
@@ -515,6 +550,7 @@ int main(int argc, char **argv)
     test_rounding_carries(scale);
     test_undo_keeps_later_charge();
     test_log_undo_by_index();
+    test_undo_leaves_newer_slot();
     test_carry_behind();
     test_carry_to_every_match();
     test_carry_from_several();
