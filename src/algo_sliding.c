@@ -163,9 +163,16 @@ static int sliding_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
 static bool sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                          const uint64_t *receipt)
 {
-    /* Head untouched since: its exact word before (a count the charge
-     * archived stays in the ring as well: counted twice, conservative). */
-    if (sl_undo_exact(&w[0], receipt))
+    /* Head untouched since and in the same sub-bucket: its exact word
+     * before.  Never back to an older sub-bucket: later charges, taken back
+     * since, may have archived over ring slots that sub-bucket's window
+     * still reads (a reviewer: B to 12 and C to 13 taken back, C first,
+     * put the head back at 11 with 10's slot holding 12, and 3 of 2 were
+     * admitted in {10, 11}).  The head stays in the newer sub-bucket, less
+     * the cost; a call stamped before it then reads it as full (see
+     * sliding_sum_at) until its time comes: fewer admitted, never more. */
+    if (sl_word_index(lim, receipt[1]) == sl_word_index(lim, receipt[2]) &&
+        sl_undo_exact(&w[0], receipt))
         return true;
     for (unsigned i = 0; i < 2; i++) {
         /* first the head, then the ring slot the head was archived to */
