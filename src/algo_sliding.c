@@ -170,17 +170,24 @@ static bool sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
      * put the head back at 11 with 10's slot holding 12, and 3 of 2 were
      * admitted in {10, 11}).  The head stays in the newer sub-bucket, less
      * the cost; a call stamped before it then reads it as full (see
-     * sliding_sum_at) until its time comes: fewer admitted, never more. */
-    if (sl_word_index(lim, receipt[1]) == sl_word_index(lim, receipt[2]) &&
-        sl_undo_exact(&w[0], receipt))
+     * sliding_sum_at) until its time comes: fewer admitted, never more.
+     * The head keeps at least one unit: a head with none is lost where
+     * that protection is needed (a third review: the word of sub-bucket
+     * 0 mod 2^ibits with no units is 0, read as no head at all, 4 of 2;
+     * a policy carry copies no empty head, 3 of 2), so a key's head has
+     * units whenever it exists, as before undos could move it. */
+    if ((receipt[1] == 0 || sl_word_index(lim, receipt[1]) == sl_word_index(lim, receipt[2])) &&
+        sl_undo_exact(&w[0], receipt)) /* from no head (a fresh key) too: nothing to lose */
         return true;
     for (unsigned i = 0; i < 2; i++) {
         /* first the head, then the ring slot the head was archived to */
         sl_aword *word = i == 0 ? &w[0] : &w[1 + sliding_slot(lim, receipt[0])];
         uint64_t v = sl_load_acq(word);
         while (!(v & SL_DEAD) && sl_word_index(lim, v) == (receipt[0] & lim->imask)) {
-            uint64_t units = v & lim->cmask;
-            if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt[0], units - sl_min64(units, cost))))
+            uint64_t units = v & lim->cmask, left = units - sl_min64(units, cost);
+            if (i == 0 && left == 0)
+                left = 1; /* see above: one unit too many, never a lost head */
+            if (sl_cas_acqrel(word, &v, sl_word_make(lim, receipt[0], left)))
                 return true;
         }
         if (v & SL_DEAD)
@@ -192,30 +199,39 @@ static bool sliding_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
 static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                           struct sl_report *out)
 {
-    uint64_t h = sl_load_acq(&w[0]), hidx, hcnt, eff, sum, first, freed = 0, newest = 0;
+    uint64_t h = sl_load_acq(&w[0]), hidx, hcnt, eff, sum, real, first, freed = 0, newest = 0;
     bool fits, behind;
 
     if (h & SL_DEAD)
         return SL_FROZEN;
     eff = sliding_head(lim, h, now, &hidx, &hcnt, &behind);
-    sum = sliding_sum_at(lim, w, behind, eff, hidx, hcnt);
+    real = sliding_sum(lim, w, eff, hidx, hcnt);
+    sum = behind ? sl_max64(real, lim->def.count) : real; /* sliding_sum_at */
     fits = sum + cost <= lim->def.count;
     if (out == NULL)
         return fits ? SL_OK : SL_NO;
     first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
     out->remaining = sum >= lim->def.count ? 0 : lim->def.count - sum;
     out->retry_after = 0;
-    /* Sub-bucket j leaves the window when the head reaches j + nb. */
+    /* Sub-bucket j leaves the window when the head reaches j + nb.  Behind
+     * the head (left ahead by a charge taken back, or one in flight) the
+     * window reads full until the head's sub-bucket begins, and its real
+     * units count from then on (a denial there said retry 0). */
     for (uint64_t j = first; j <= eff; j++) {
         uint64_t units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
         if (units == 0)
             continue;
         newest = j;
         freed += units;
-        if (!fits && out->retry_after == 0 && sum - freed + cost <= lim->def.count) {
+        if (real + cost > lim->def.count && out->retry_after == 0 &&
+            real - freed + cost <= lim->def.count) {
             uint64_t at = sl_u128_sat((sl_u128)(j + lim->nb) * lim->width);
             out->retry_after = at > now ? at - now : 1;
         }
+    }
+    if (behind && !fits) {
+        uint64_t at = sl_u128_sat((sl_u128)hidx * lim->width);
+        out->retry_after = sl_max64(out->retry_after, at > now ? at - now : 1);
     }
     out->reset_after = 0;
     if (sum != 0) {
