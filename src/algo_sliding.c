@@ -108,9 +108,10 @@ static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behin
  * slow archiver read, whose CAS would then lower a newer one), yet it can
  * read newer than it is, and newer than the head: written only when its
  * sub-bucket had units, a slot on a key busy for more than half the index
- * range (417 days, or at once with times passed in) can be that old; and
- * exact undos that move the head back leave in it the units of charges
- * taken back.  The caller then keeps j's units in the new head instead
+ * range (417 days, or at once with times passed in) can be that old (and
+ * when undos still put the head back to an older sub-bucket, such a slot
+ * held the units of charges taken back: sliding_undo).  The caller then
+ * keeps j's units in the new head instead
  * (sliding_charge): counted later than they were, never lost (an outside
  * tester: 3 admitted of 2 when they were lost; a reviewer: 3 of 2 again
  * when such slots were overwritten instead).
