@@ -51,26 +51,10 @@ static inline bool log_expired(uint64_t period, uint64_t ts, uint64_t now)
 
 /* In-process holders: this process, numbered by fork generation (a
  * child's waiters release keys its parent's other threads held). */
-static _Atomic uint32_t sl_log_forkgen = 1;
-static pthread_once_t sl_log_fork_once = PTHREAD_ONCE_INIT;
-
-static void sl_log_after_fork(void)
-{
-    uint32_t g = atomic_load_explicit(&sl_log_forkgen, memory_order_relaxed) + 1;
-
-    /* relaxed: the child is single-threaded here */
-    atomic_store_explicit(&sl_log_forkgen, g != 0 ? g : 1, memory_order_relaxed);
-}
-
-static void sl_log_fork_init(void)
-{
-    (void)pthread_atfork(NULL, NULL, sl_log_after_fork);
-}
-
 static uint32_t sl_log_local_token(const struct sl_holder *h)
 {
     (void)h;
-    return atomic_load_explicit(&sl_log_forkgen, memory_order_relaxed);
+    return sl_fork_generation();
 }
 
 static bool sl_log_local_dead(const struct sl_holder *h, uint32_t token)
@@ -82,7 +66,7 @@ static const struct sl_holder sl_log_local = {sl_log_local_token, sl_log_local_d
 
 static int log_compile(struct sl_lim *lim)
 {
-    (void)pthread_once(&sl_log_fork_once, sl_log_fork_init);
+    sl_fork_watch();
     lim->holder = &sl_log_local; /* a shared limiter's binds its file's instead */
     if (lim->def.count > SL_LOG_MAX_COUNT)
         return -EINVAL;

@@ -613,6 +613,15 @@ void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e
 /* Take (hold) or release every allocator's lock around a fork (fork.c). */
 void sl_fork_track(struct sluice *l);   /* an open limiter's locks kept whole across fork */
 void sl_fork_untrack(struct sluice *l); /* before it goes */
+/* Forks counted (never 0), from the first sl_fork_watch() on: what a
+ * process holds under one generation, a child of it does not (forkgen.c). */
+extern _Atomic uint32_t sl_fork_gen;
+void sl_fork_watch(void);
+static inline uint32_t sl_fork_generation(void)
+{
+    /* relaxed: a process's own generation, changed only in a fork's child */
+    return atomic_load_explicit(&sl_fork_gen, memory_order_relaxed);
+}
 void sl_arenas_hold(bool hold);
 
 struct sl_arena;

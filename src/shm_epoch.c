@@ -57,19 +57,6 @@ static bool sl_shm_is_claim(uint64_t owner)
 }
 #define SL_SHM_SPIN 256             /* reads of a busy counter before asking if its owner lives */
 
-/* Counts forks: a child's handles take a record of their own on first use. */
-static _Atomic unsigned sl_forkgen = 1;
-static pthread_once_t sl_fork_once = PTHREAD_ONCE_INIT;
-
-static void sl_after_fork_child(void)
-{
-    atomic_fetch_add_explicit(&sl_forkgen, 1, memory_order_relaxed);
-}
-
-static void sl_fork_init(void)
-{
-    (void)pthread_atfork(NULL, NULL, sl_after_fork_child);
-}
 
 /* Field 22 of /proc/PID/stat (start time in clock ticks since boot) and
  * field 3 (state); false if the process is not there. */
@@ -187,7 +174,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
 static int sl_shm_me(struct sluice *l)
 {
     struct sl_shm *m = l->shm;
-    uint64_t fg = atomic_load_explicit(&sl_forkgen, memory_order_relaxed);
+    uint64_t fg = sl_fork_generation();
     uint64_t me = atomic_load_explicit(&m->me, memory_order_acquire), owner;
     int pi;
 
@@ -214,12 +201,12 @@ int sl_shm_register(struct sluice *l)
     uint64_t owner;
     int pi;
 
-    (void)pthread_once(&sl_fork_once, sl_fork_init);
+    sl_fork_watch(); /* a child's handles take a record of their own on first use */
     if ((pi = sl_proc_claim(m, &owner)) < 0)
         return pi;
     atomic_store_explicit(&m->owner, owner, memory_order_relaxed);
     atomic_store_explicit(&m->me,
-                          ((uint64_t)atomic_load_explicit(&sl_forkgen, memory_order_relaxed)
+                          ((uint64_t)sl_fork_generation()
                            << 32) | (uint64_t)(pi + 1),
                           memory_order_release);
     return 0;
@@ -234,7 +221,7 @@ void sl_shm_unregister(struct sluice *l)
     uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
 
     if ((me & UINT32_MAX) == 0 ||
-        (me >> 32) != atomic_load_explicit(&sl_forkgen, memory_order_relaxed))
+        (me >> 32) != sl_fork_generation())
         return;
     (void)atomic_compare_exchange_strong_explicit(&m->procs[(me & UINT32_MAX) - 1].owner, &owner,
                                                   0, memory_order_release, memory_order_relaxed);
