@@ -516,9 +516,9 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
          * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
          * again, unless another call has charged it since */
         if (rc < 0 && g[i].pinned != NULL && g[i].l->shm != NULL)
-            sl_shm_unpublish_fresh(&g[i], now);
+            sl_shm_unpublish_fresh(&g[i]);
         else if (rc < 0 && g[i].pinned != NULL)
-            sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned, now);
+            sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned);
         sl_target_unpin(&g[i]);
     }
     return rc < 0 ? rc : rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;

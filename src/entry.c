@@ -238,6 +238,35 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
 }
 
 /*
+ * A key a failing call made is taken back only if no charge stands in it.
+ * Fresh at the failing call's time is not that: a charge at an earlier
+ * time (times passed in, or clocks read in another order) may be over by
+ * then, and the key would go with it, so that a later call at the charge's
+ * time found a new key and was admitted beside it.  A new entry's words
+ * are all zero and every charge leaves its limit's control word nonzero
+ * (GCRA's TAT 0 means "never charged"; a window's count, a sliding head's
+ * units, a log's sequence), until taken back exactly; so each control word
+ * is frozen by CAS from 0: a charge landing first fails the CAS, and one
+ * coming after finds the word frozen and decides again on the key's next
+ * entry.  acq_rel, as for every freeze.
+ */
+bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *pol)
+{
+    unsigned i;
+
+    for (i = 0; i < pol->nlimits; i++) {
+        uint64_t zero = 0;
+        if (!sl_cas_acqrel(&e->w[pol->lim[i].off], &zero, SL_DEAD))
+            break;
+    }
+    if (i == pol->nlimits)
+        return true;
+    while (i-- > 0) /* nobody else writes a frozen word */
+        sl_store_rel(&e->w[pol->lim[i].off], 0);
+    return false;
+}
+
+/*
  * The limits of by_idle, taken as fresh for being idle beyond their range
  * by a read of last_ns before the freeze, still are by last_ns sealed after
  * it: a charge that landed before the freeze has its time there, or is

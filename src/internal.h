@@ -577,6 +577,9 @@ bool sl_entry_freeze(struct sl_entry *e);
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
 /* The same without the idle, pin and override tests (entry.c). */
 bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
+/* Freeze e if no charge stands in it (every control word as made); false
+ * leaves it as it was (entry.c). */
+bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *pol);
 /* How the replacement of a frozen entry starts: fresh (a reset), with the
  * state carried (a policy change, an override), or fresh if the key is
  * still idle beyond its range once frozen, else carried (sl_idle_beyond). */
@@ -607,7 +610,7 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 }
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now);
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
 /* Take (hold) or release every allocator's lock around a fork (fork.c). */
@@ -850,7 +853,7 @@ sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id, uint32_t nwords);
 /* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
  * holding its lock (no writer midway). */
 void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);
-void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now);
+void sl_shm_unpublish_fresh(struct sl_target *g);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
 size_t sl_shm_reap(struct sluice *l, uint64_t now);

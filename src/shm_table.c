@@ -643,7 +643,7 @@ bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round, uint64_t *unt
     return true;
 }
 
-void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
+void sl_shm_unpublish_fresh(struct sl_target *g)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;
@@ -654,7 +654,7 @@ void sl_shm_unpublish_fresh(struct sl_target *g, uint64_t now)
 
     sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
-        sl_entry_freeze_fresh_pol(e, pol, now, sl_shm_seal_save(m, s, e))) {
+        sl_entry_freeze_if_untouched(e, pol)) {
         sl_shm_remove(m, s, slot, e, pol);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);

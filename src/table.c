@@ -420,7 +420,7 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     return removed;
 }
 
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e, uint64_t now)
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e)
 {
     struct sluice *l = s->owner;
     struct sl_thread *th = sl_thread_get();
@@ -431,7 +431,8 @@ void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e
         return; /* out of memory: the fresh key stays, as one a reap will take */
     sl_shard_lock(s);
     t = atomic_load_explicit(&s->slots, memory_order_relaxed);
-    if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e && sl_entry_freeze_if_fresh(e, now)) {
+    if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e &&
+        sl_entry_freeze_if_untouched(e, e->pol)) {
         sl_store_rel(&t->slot[sl_slot_find(t, h, e)], SL_TOMB);
         sl_entry_mark_moved(e, e->pol, NULL, 0, 0);
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));

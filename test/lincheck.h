@@ -179,6 +179,21 @@ static inline int lc_fresh_at(const struct lc_world *w, const struct lc_state *s
     return 1;
 }
 
+/* A key no admission has touched since it was made (a failing call's take-back
+ * may remove it: sl_entry_freeze_if_untouched).  Fresh at some time is not
+ * that: a charge at an earlier time may be over by then, and must stay. */
+static inline int lc_untouched(const struct lc_world *w, const struct lc_state *s, int key)
+{
+    const struct lc_key *k = &s->k[key];
+
+    if (k->exists == 0 || k->ovr >= 0 || k->last > s->floor[w->key_lim[key]])
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (k->lim[i].tat != 0 || k->lim[i].n != 0)
+            return 0;
+    return 1;
+}
+
 /* What sluice_reap may remove: such a key of that limiter, at its time. */
 static inline int lc_reapable(const struct lc_world *w, const struct lc_state *s, int key,
                               const struct lc_op *op)
@@ -356,11 +371,12 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             if (op->rc != -E2BIG || branch > 1)
                 return 0;
             /* relaxed branch 1: the keys it made (its LC_RESOLVE steps),
-             * taken out again while still fresh (sl_table_unpublish_fresh),
-             * though a racing denial met them meanwhile; here any fresh
-             * key of the call: existence is all this changes */
+             * taken out again while no admission has touched them
+             * (sl_table_unpublish_fresh), though a racing denial met them
+             * meanwhile; here any untouched key of the call: existence is
+             * all this changes */
             for (int k = 0; branch == 1 && k < n; k++)
-                if (lc_fresh_at(w, s, keys[k], op->now))
+                if (lc_untouched(w, s, keys[k]))
                     lc_remove(s, keys[k]);
             return 1;
         }
