@@ -16,8 +16,9 @@
  * Return convention: decisions return SLUICE_ALLOW (0) or SLUICE_DENY (1);
  * every other outcome is a negative errno and charges nothing.  (A request
  * that fails after a racing change, such as a set_policy that makes its
- * cost -E2BIG, may leave a key it created behind, fresh and uncharged, as a
- * denied request would.)
+ * cost -E2BIG, takes back a key it created, unless another call has
+ * charged that key meanwhile, or memory is short; a key left behind holds
+ * nothing of this request, as after a denied request.)
  *
  * This header is the contract: names, types, return values and the
  * semantics stated here are stable within a major version.
