@@ -17,8 +17,9 @@
  * every other outcome is a negative errno and charges nothing.  (A request
  * that fails after a racing change, such as a set_policy that makes its
  * cost -E2BIG, takes back a key it created, unless another call has
- * charged that key meanwhile, or memory is short; a key left behind holds
- * nothing of this request, as after a denied request.)
+ * charged that key meanwhile; a key left behind holds nothing of this
+ * request, as after a denied request.  Like a denied request, it may have
+ * started again a key idle beyond its range: see SLUICE_GCRA.)
  *
  * This header is the contract: names, types, return values and the
  * semantics stated here are stable within a major version.
@@ -74,7 +75,7 @@ enum sluice_algo {
      * however its words read: peeks and reaping see it fresh, and the first
      * decision to meet it starts it again as a reap would (a later call
      * with a time before the key was surely fresh is decided as at that
-     * time, even where that first decision admitted nothing).  A time more than the range behind its latest admission
+     * time, even where that first decision admitted nothing or failed).  A time more than the range behind its latest admission
      * is decided at that admission.  One unit less: the TAT word 0 means
      * "never charged", so a TAT that falls exactly on a multiple of
      * 2^(63 - b) ns is kept 1/q ns later, and a burst that ends there

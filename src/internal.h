@@ -610,7 +610,9 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 }
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e);
+struct sl_limbo;
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e,
+                              struct sl_limbo *batch);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
 /* Take (hold) or release every allocator's lock around a fork (fork.c). */
@@ -645,7 +647,7 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
 
 /* A batch of entries retired with one epoch callback (reaping, replacing;
  * entry.c). */
-struct sl_limbo;
+
 struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
 /* Add e; false if the batch is full. */
 bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e);
@@ -684,6 +686,8 @@ struct sl_target {
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
+    struct sl_limbo *takeback;  /* while pinned, a private limiter's: retires it if
+                                   the decision fails (resolve.c, sl_target_insert) */
     uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
 };
 

@@ -4,13 +4,24 @@
  */
 #include "resolve.h"
 
-/* Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full. */
+/*
+ * Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full.
+ * A call that fails after this takes the key back (decide.c), and must not
+ * need memory to do so: what retires the entry then is allocated first, so
+ * that out of memory the call fails before it has made anything.
+ */
 static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol,
                             uint64_t now)
 {
+    struct sl_limbo *back = g->pinned != NULL ? g->takeback : sl_limbo_new(g->l, 1);
     struct sl_entry *e;
-    int rc = sl_key_insert(t, g, pol, now, true, false, &e);
+    int rc;
 
+    if (back == NULL)
+        return -ENOMEM;
+    rc = sl_key_insert(t, g, pol, now, true, false, &e);
+    if (rc < 0 && g->pinned == NULL)
+        sl_limbo_retire(t, back); /* empty: freed now */
     if (rc == -ENOSPC) {
         sl_count(&g->l->full, 1);
         g->flags |= SLUICE_F_FULL;
@@ -22,6 +33,7 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
     g->flags |= SLUICE_F_NEW_KEY;
     sl_target_unpin(g); /* an earlier insert of this call, since replaced */
     g->pinned = e;
+    g->takeback = back;
     sl_target_use(g, e, pol, now);
     return 0;
 }

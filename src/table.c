@@ -420,15 +420,13 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     return removed;
 }
 
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e)
+void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e,
+                              struct sl_limbo *batch)
 {
     struct sluice *l = s->owner;
-    struct sl_thread *th = sl_thread_get();
-    struct sl_limbo *batch;
+    struct sl_thread *th = sl_thread_get(); /* the caller's, made already */
     struct sl_slots *t;
 
-    if (th == NULL || (batch = sl_limbo_new(l, 1)) == NULL)
-        return; /* out of memory: the fresh key stays, as one a reap will take */
     sl_shard_lock(s);
     t = atomic_load_explicit(&s->slots, memory_order_relaxed);
     if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e &&

@@ -77,8 +77,51 @@ static void scenario(unsigned long nth, bool every)
     sluice_destroy(l);
 }
 
+/*
+ * An acquire_all whose second key (on a limiter with no memory of its own
+ * yet) cannot be allocated makes nothing: the first key, made just before,
+ * is taken back without needing memory (its retirement was allocated
+ * before it), and whatever allocation fails, the limiters hold what they
+ * held.  Before, a take-back that found no memory left the key: the failed
+ * call kept a max_keys place, and a reset found the key.
+ */
+static void failed_call_makes_nothing(unsigned long nth, bool every)
+{
+    struct sluice_config cfg;
+    struct sluice_stats st;
+    sluice_t *l1, *l2;
+    int rc;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_FIXED_WINDOW, 5, NS_PER_S);
+    cfg.max_keys = 2;
+    cfg.when_full = SLUICE_FULL_DENY;
+    l1 = t_create(&cfg);
+    l2 = t_create(&cfg);
+    CHECK_EQ(sluice_acquire_at(l1, "warm", 4, 1, 0, NULL), SLUICE_ALLOW); /* l1's memory made */
+    sl_test_fail_alloc(nth, every);
+    struct sluice_key k[2] = {{l1, "n1", 2}, {l2, "n2", 2}};
+    rc = sluice_acquire_all(k, 2, 1, 0, NULL);
+    sl_test_fail_alloc(0, false);
+    CHECK(rc == SLUICE_ALLOW || rc == -ENOMEM);
+    if (rc == -ENOMEM) {
+        sluice_stats(l1, &st);
+        CHECK_U64(st.keys, 1);
+        sluice_stats(l2, &st);
+        CHECK_U64(st.keys, 0);
+        CHECK_EQ(sluice_reset(l1, "n1", 2), -ENOENT);
+        /* the place is free: a new key fits beside "warm" */
+        CHECK_EQ(sluice_acquire_at(l1, "x", 1, 1, 0, NULL), SLUICE_ALLOW);
+    }
+    sluice_destroy(l1);
+    sluice_destroy(l2);
+}
+
 int main(void)
 {
+    for (unsigned long nth = 1; nth < 40; nth++)
+        failed_call_makes_nothing(nth, false);
+    failed_call_makes_nothing(1, true);
     for (unsigned long nth = 1; nth < 200; nth++)
         scenario(nth, false);
     /* every nth allocation failing, over a whole run */
