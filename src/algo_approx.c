@@ -99,6 +99,10 @@ static bool approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
             prev -= sl_min64(prev, cost);
         else
             return true;
+        /* never down to no units (as fixed_undo): the word may have left
+         * older windows whose units only it stands for */
+        if (prev == 0 && cur == 0)
+            *(idx == (receipt[0] & lim->imask) ? &cur : &prev) = 1;
         if (sl_cas_acqrel(w, &c, sl_word_make(lim, idx, (prev << lim->cbits) | cur)))
             return true;
     }

@@ -72,7 +72,14 @@ static bool fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
         uint64_t used = c & lim->cmask;
         if ((c & SL_DEAD) || sl_word_index(lim, c) != (receipt[0] & lim->imask))
             return !(c & SL_DEAD); /* frozen, or the window is over and the charge with it */
+        /* Never down to no units: a word with none reads as a fresh key's,
+         * but this one may have left an older window whose units only it
+         * stands for (A in W-1, then B and C charged W and were both taken
+         * back, B first: W's units were all theirs, A's were lost and a
+         * call in W-1 was admitted beside A).  One unit kept reads W as
+         * full for calls stamped before it: fewer admitted, never more. */
         used -= sl_min64(used, cost);
+        used += used == 0;
         if (sl_cas_acqrel(w, &c, sl_word_make(lim, receipt[0], used)))
             return true;
     }

@@ -237,18 +237,38 @@ bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
     return sl_entry_freeze_fresh_pol(e, e->pol, now, NULL);
 }
 
+/* Every state word of e 0, but the control words, which this freeze made
+ * SL_DEAD. */
+static bool sl_words_zero_but_frozen(struct sl_entry *e, const struct sl_policy *pol)
+{
+    unsigned j = 0;
+
+    for (unsigned k = 0; k < pol->nwords; k++) {
+        uint64_t v = sl_load_acq(&e->w[k]);
+        bool control = j < pol->nlimits && k == pol->lim[j].off; /* offsets ascend */
+        j += control;
+        if (v != (control ? SL_DEAD : 0))
+            return false;
+    }
+    return true;
+}
+
 /*
  * A key a failing call made is taken back only if no charge stands in it.
  * Fresh at the failing call's time is not that: a charge at an earlier
  * time (times passed in, or clocks read in another order) may be over by
  * then, and the key would go with it, so that a later call at the charge's
  * time found a new key and was admitted beside it.  A new entry's words
- * are all zero and every charge leaves its limit's control word nonzero
- * (GCRA's TAT 0 means "never charged"; a window's count, a sliding head's
- * units, a log's sequence), until taken back exactly; so each control word
- * is frozen by CAS from 0: a charge landing first fails the CAS, and one
- * coming after finds the word frozen and decides again on the key's next
- * entry.  acq_rel, as for every freeze.
+ * are all zero, and a charge that stands leaves some word nonzero (GCRA's
+ * TAT 0 means "never charged"; a window's count, which an undo never takes
+ * to 0 unless exactly; a sliding head's units; a log's count of units).
+ * So each control word is frozen by CAS from 0: a charge landing first
+ * fails the CAS, and one coming after finds the word frozen and decides
+ * again on the key's next entry; then, with no writer left, every other
+ * word must be 0 too (a log's sequence word wraps to 0 after 2^30 writes
+ * with its units standing).  Conservative: a word a charge wrote that did
+ * not stand (a sliding window's archive, a log's stamps taken back) keeps
+ * the key, for a reap to take.  acq_rel, as for every freeze.
  */
 bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *pol)
 {
@@ -259,7 +279,7 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
         if (!sl_cas_acqrel(&e->w[pol->lim[i].off], &zero, SL_DEAD))
             break;
     }
-    if (i == pol->nlimits)
+    if (i == pol->nlimits && sl_words_zero_but_frozen(e, pol))
         return true;
     while (i-- > 0) /* nobody else writes a frozen word */
         sl_store_rel(&e->w[pol->lim[i].off], 0);
