@@ -520,7 +520,7 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
         else if (rc < 0 && g[i].pinned != NULL)
             sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned, g[i].takeback);
         else if (g[i].pinned != NULL && g[i].l->shm == NULL)
-            sl_limbo_retire(t, g[i].takeback); /* not needed: freed */
+            sl_limbo_retire(t, g[i].takeback); /* not needed: kept or freed */
         sl_target_unpin(&g[i]);
     }
     return rc < 0 ? rc : rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;

@@ -410,10 +410,30 @@ static void sl_limbo_free(ck_epoch_entry_t *ee)
     free(b);
 }
 
+/* The thread's spare batch of one, if it has one: the insert and
+ * replace paths then allocate nothing but the entry. */
+struct sl_limbo *sl_limbo_one(struct sl_thread *t, struct sluice *l)
+{
+    struct sl_limbo *b = t->spare;
+
+    if (b == NULL)
+        return sl_limbo_new(l, 1);
+    t->spare = NULL;
+    b->n = 0;
+    b->arena = l->arena;
+    sl_arena_ref(l->arena);
+    return b;
+}
+
 void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b)
 {
     if (b->n == 0) {
         sl_arena_unref(b->arena);
+        if (b->cap == 1 && t->spare == NULL) {
+            b->arena = NULL;
+            t->spare = b; /* kept for the next writer of this thread */
+            return;
+        }
         free(b);
         return;
     }

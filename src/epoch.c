@@ -119,6 +119,8 @@ static void sl_thread_exit(void *arg)
     struct sl_thread *t = arg;
 
     sl_epoch_drain(t); /* nothing it retired outlives it */
+    free(t->spare); /* empty, holding nothing */
+    t->spare = NULL;
     sl_tls = NULL;
     /* release: the record's owner-only fields go to the next owner, whose
      * acquire CAS in sl_record_recycle takes them over */

@@ -19,6 +19,7 @@ struct sl_thread {
     ck_stack_entry_t *wait;     /* fenced, freed once no section of epoch <= wait_tag is left */
     uint64_t wait_tag;
     unsigned n_cur, n_wait;
+    struct sl_limbo *spare;     /* an empty batch of one, for the next writer (entry.c) */
 };
 
 /* The global epoch and the per-process choice of section entry (epoch.c). */

@@ -143,7 +143,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     struct sl_limbo *batch = NULL;
     int rc = sl_entry_new(l, to, g->key, g->len, &ne);
 
-    if (rc == 0 && (batch = sl_limbo_new(l, 1)) == NULL)
+    if (rc == 0 && (batch = sl_limbo_one(t, l)) == NULL)
         rc = -ENOMEM;
     if (rc < 0)
         goto out;

@@ -649,6 +649,9 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
  * entry.c). */
 
 struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
+/* A batch of one, the thread's spare if it has one (given back by
+ * sl_limbo_retire when nothing was added); NULL out of memory. */
+struct sl_limbo *sl_limbo_one(struct sl_thread *t, struct sluice *l);
 /* Add e; false if the batch is full. */
 bool sl_limbo_add(struct sl_limbo *b, struct sl_entry *e);
 bool sl_limbo_full(const struct sl_limbo *b);

@@ -13,7 +13,7 @@
 static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol,
                             uint64_t now)
 {
-    struct sl_limbo *back = g->pinned != NULL ? g->takeback : sl_limbo_new(g->l, 1);
+    struct sl_limbo *back = g->pinned != NULL ? g->takeback : sl_limbo_one(t, g->l);
     struct sl_entry *e;
     int rc;
 
@@ -21,7 +21,7 @@ static int sl_target_insert(struct sl_thread *t, struct sl_target *g, struct sl_
         return -ENOMEM;
     rc = sl_key_insert(t, g, pol, now, true, false, &e);
     if (rc < 0 && g->pinned == NULL)
-        sl_limbo_retire(t, back); /* empty: freed now */
+        sl_limbo_retire(t, back); /* empty: kept or freed now */
     if (rc == -ENOSPC) {
         sl_count(&g->l->full, 1);
         g->flags |= SLUICE_F_FULL;
