@@ -17,9 +17,10 @@
  * every other outcome is a negative errno and charges nothing.  (A request
  * that fails after a racing change, such as a set_policy that makes its
  * cost -E2BIG, takes back a key it created, unless another call has
- * charged that key meanwhile; a key left behind holds nothing of this
- * request, as after a denied request.  Like a denied request, it may have
- * started again a key idle beyond its range: see SLUICE_GCRA.)
+ * charged that key meanwhile; a key left behind is as after a denied
+ * request (where racing charges were taken back, one unit may stay: fewer
+ * admitted, never more).  Like a denied request, it may have started again
+ * a key idle beyond its range: see SLUICE_GCRA.)
  *
  * This header is the contract: names, types, return values and the
  * semantics stated here are stable within a major version.
