@@ -516,9 +516,9 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
          * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
          * again, unless another call has charged it since */
         if (rc < 0 && g[i].pinned != NULL && g[i].l->shm != NULL)
-            sl_shm_unpublish_fresh(&g[i]);
+            sl_shm_unpublish_untouched(&g[i]);
         else if (rc < 0 && g[i].pinned != NULL)
-            sl_table_unpublish_fresh(g[i].s, g[i].h, g[i].pinned, g[i].takeback);
+            sl_table_unpublish_untouched(g[i].s, g[i].h, g[i].pinned, g[i].takeback);
         else if (g[i].pinned != NULL && g[i].l->shm == NULL)
             sl_limbo_retire(t, g[i].takeback); /* not needed: kept or freed */
         sl_target_unpin(&g[i]);

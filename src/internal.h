@@ -611,7 +611,7 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 /* Take back the key this failing call inserted, if nobody has charged it
  * since (shard lock taken here, inside an epoch section). */
 struct sl_limbo;
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e,
+void sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entry *e,
                               struct sl_limbo *batch);
 
 /* ---- entry memory (arena.c) ------------------------------------------- */
@@ -647,7 +647,6 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
 
 /* A batch of entries retired with one epoch callback (reaping, replacing;
  * entry.c). */
-
 struct sl_limbo *sl_limbo_new(struct sluice *l, size_t cap);
 /* A batch of one, the thread's spare if it has one (given back by
  * sl_limbo_retire when nothing was added); NULL out of memory. */
@@ -860,7 +859,7 @@ sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id, uint32_t nwords);
 /* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
  * holding its lock (no writer midway). */
 void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);
-void sl_shm_unpublish_fresh(struct sl_target *g);
+void sl_shm_unpublish_untouched(struct sl_target *g);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
 size_t sl_shm_reap(struct sluice *l, uint64_t now);

@@ -643,7 +643,7 @@ bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round, uint64_t *unt
     return true;
 }
 
-void sl_shm_unpublish_fresh(struct sl_target *g)
+void sl_shm_unpublish_untouched(struct sl_target *g)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;

@@ -420,7 +420,7 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     return removed;
 }
 
-void sl_table_unpublish_fresh(struct sl_shard *s, uint64_t h, struct sl_entry *e,
+void sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entry *e,
                               struct sl_limbo *batch)
 {
     struct sluice *l = s->owner;

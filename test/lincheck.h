@@ -372,7 +372,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
                 return 0;
             /* relaxed branch 1: the keys it made (its LC_RESOLVE steps),
              * taken out again while no admission has touched them
-             * (sl_table_unpublish_fresh), though a racing denial met them
+             * (sl_table_unpublish_untouched), though a racing denial met them
              * meanwhile; here any untouched key of the call: existence is
              * all this changes */
             for (int k = 0; branch == 1 && k < n; k++)
