@@ -229,12 +229,7 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
      * before that admission (new keys start at the reap's time). */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
-    return sl_entry_freeze_if_fresh(e, now);
-}
-
-bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now)
-{
-    return sl_entry_freeze_fresh_pol(e, e->pol, now, NULL);
+    return sl_entry_freeze_fresh_pol(e, pol, now, NULL);
 }
 
 /* Every state word of e 0, but the control words, which this freeze made

@@ -575,8 +575,6 @@ size_t sl_entry_footprint(const struct sl_policy *pol, size_t len);
 bool sl_entry_freeze(struct sl_entry *e);
 /* Freeze e if it is fresh at now and idle for idle_ttl; false leaves it as it was. */
 bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl);
-/* The same without the idle, pin and override tests (entry.c). */
-bool sl_entry_freeze_if_fresh(struct sl_entry *e, uint64_t now);
 /* Freeze e if no charge stands in it (every control word as made); false
  * leaves it as it was (entry.c). */
 bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *pol);
