@@ -250,6 +250,32 @@ static void compare(struct row *w, struct side *a, struct side *b, uint32_t **id
     row_finish(w, ta, tb, q);
 }
 
+/*
+ * Scaling on distinct keys: one limiter, each thread uniform over its own
+ * share of ks (DIST_SPLIT), throughput of 2 threads over that of 1 (2x is
+ * linear on this machine's 2 cores).  a: ns per decision on 1 thread, b:
+ * per thread on 2.
+ */
+static void compare_scaling(struct row *w, struct side *s, uint64_t ops)
+{
+    double ta[REPS], tb[REPS], q[REPS];
+    uint32_t *one[1], *two[2];
+
+    one[0] = index_stream(DIST_SPLIT, s->ks->n, STREAM, 23, 0, 1);
+    for (unsigned t = 0; t < 2; t++)
+        two[t] = index_stream(DIST_SPLIT, s->ks->n, STREAM, 29 + t * 7919, t, 2);
+    progress("targets: %s", w->what);
+    for (int r = 0; r < REPS; r++) {
+        ta[r] = measure(s, one, 1, ops);
+        tb[r] = measure(s, two, 2, ops);
+        q[r] = 2 * ta[r] / tb[r];
+    }
+    row_finish(w, ta, tb, q);
+    free(one[0]);
+    free(two[0]);
+    free(two[1]);
+}
+
 static sluice_t *limiter(const struct keyset *ks, bool stacked, enum sluice_clock clock)
 {
     struct sluice_config cfg;
@@ -330,15 +356,16 @@ void bench_targets(const struct options *o, FILE *csv)
     /* --quick: a smoke run on 2^16 keys, not the targets' size */
     const uint64_t BIG = o->quick ? UINT64_C(1) << 16 : UINT64_C(1) << 20;
     uint64_t ops = o->ops;
-    struct keyset hot, big;
+    struct keyset hot, big, few;
     uint32_t *hot_idx[2], *big_idx[2];
-    struct row rows[16];
+    struct row rows[20];
     int n = 0;
     double bpk;
 
     progress("targets: creating keys");
     keyset_make(&hot, 2);
     keyset_make(&big, BIG);
+    keyset_make(&few, 1000);
     for (unsigned t = 0; t < 2; t++) {
         hot_idx[t] = calloc(STREAM, sizeof(uint32_t)); /* key 0 (and key 1 for all2) */
         big_idx[t] = index_stream(DIST_UNIFORM, BIG, STREAM, 11 + t * 7919, t, 1);
@@ -348,6 +375,8 @@ void bench_targets(const struct options *o, FILE *csv)
     struct side s_hot2 = {"sluice 2 limits", H_AT, limiter(&hot, true, SLUICE_CLOCK_MONOTONIC), .ks = &hot};
     struct side s_hotall = {"acquire_all 2 keys", H_ALL2, s_hot.l, .ks = &hot};
     struct side f_hot = {"floor", H_FLOOR, .f = hfloor_new(&hot), .ks = &hot};
+    struct side s_few = {"sluice 1 limit", H_AT, limiter(&few, false, SLUICE_CLOCK_MONOTONIC),
+                         .ks = &few};
     struct side s_hottsc = {"sluice_acquire TSC", H_CLOCK, limiter(&hot, false, SLUICE_CLOCK_TSC),
                             .ks = &hot};
     progress("targets: %llu keys in each table", (unsigned long long)BIG);
@@ -392,6 +421,12 @@ void bench_targets(const struct options *o, FILE *csv)
             big_idx, 1, ops, false);
     compare(ROW("2^20: single calls / acquire_batch of 16", ">= 2x", 2, false), &s_batch, &s_big,
             big_idx, 1, ops, true);
+    compare_scaling(ROW("2^20 split: 2 thr / 1 thr throughput", ">= 1.8x", 1.8, false), &s_big,
+                    ops);
+    /* the target: distinct keys scale at 10^3 keys as at 2^20 */
+    compare_scaling(ROW("10^3 split: 2 thr / 1 thr throughput", "as 2^20", rows[n - 1].ratio * 0.9,
+                        false),
+                    &s_few, ops);
     compare_go(ROW("1 key: Go x/time/rate / sluice_acquire TSC", ">= 5x", 5, false), &s_hottsc,
                hot_idx, 1, ops);
     compare_go(ROW("2^20: Go x/time/rate / sluice_acquire TSC", ">= 5x", 5, false), &s_bigtsc,
@@ -439,6 +474,7 @@ void bench_targets(const struct options *o, FILE *csv)
 
     sluice_destroy(s_hot.l);
     sluice_destroy(s_hot2.l);
+    sluice_destroy(s_few.l);
     sluice_destroy(s_hottsc.l);
     sluice_destroy(s_big.l);
     sluice_destroy(s_big2.l);
@@ -453,4 +489,5 @@ void bench_targets(const struct options *o, FILE *csv)
     }
     keyset_free(&hot);
     keyset_free(&big);
+    keyset_free(&few);
 }
