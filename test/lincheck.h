@@ -65,6 +65,8 @@ static inline void lc_migrate(const struct lc_world *w, struct lc_state *s, int 
             if (!lc_same_kind(fl, tl))
                 continue;
             c = k->lim[j];
+            if (tl->algo == SLUICE_SLIDING_WINDOW && m_precision(fl) != m_precision(tl))
+                lc_rebucket(&c, m_precision(fl), (uint64_t)k->last);
             if (tl->algo == SLUICE_GCRA) {
                 /* the library holds TAT in units of 1/q ns, q = count/gcd(period,
                  * count): a carry rounds it up to that grain (more spent) */

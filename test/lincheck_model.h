@@ -199,6 +199,31 @@ static inline unsigned lc_stamps(const struct lc_lim *s, uint64_t *out, unsigned
     }
 }
 
+/* A sliding window's units carried into another precision, as the library
+ * moves them (algo_sliding.c, sliding_carry): each old sub-bucket of width
+ * wf to the time min(its last ns, max(now, its first ns)), now being the
+ * key's latest admission.  Exact times would be finer than the library
+ * keeps, and a later merge with a limit that held the same units at their
+ * moved time would count them twice (seen as a false VIOLATION). */
+static inline void lc_rebucket(struct lc_lim *s, uint64_t wf, uint64_t now)
+{
+    struct lc_lim out = *s;
+
+    out.n = 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        uint64_t first = s->ev[i].t / wf * wf, last = first + (wf - 1), t;
+        unsigned k;
+        t = now > first ? now : first;
+        t = t < last ? t : last;
+        for (k = 0; k < out.n && out.ev[k].t != t; k++)
+            ;
+        if (k == out.n)
+            out.ev[out.n++] = (struct m_event){t, 0};
+        out.ev[k].units += s->ev[i].units;
+    }
+    *s = out;
+}
+
 /* a := the more spent of a and b for limit d, as the library's carry from
  * several old limits into one: the later TAT; per window (or sub-bucket)
  * the side with more units; for the log, newest unit against newest unit,
