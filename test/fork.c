@@ -59,7 +59,7 @@ static sluice_t *log_limiter; /* private case: a sliding log's hot key */
 static _Atomic uint64_t log_now = NOW, pair_now = NOW;
 static _Atomic bool hold_calls; /* FORK_QUIESCE: the forking thread waits for */
 static _Atomic int in_call;     /* no thread of the test inside a call */
-static uint64_t reap_clock = NOW; /* FORK_QUIESCE: the main thread's reaps, across cases */
+static uint64_t reap_clock = NOW; /* the main thread's reaps between children, across cases */
 
 /* seq_cst both ways: a thread sees hold_calls, or the forker sees in_call. */
 static void call_begin(void)
@@ -193,10 +193,15 @@ static unsigned fork_rounds(sluice_t *l, bool shared, unsigned forks)
             _exit(child_uses(l, shared));
         CHECK(pid > 0);
         CHECK(waitpid(pid, &st, 0) == pid);
-        if (FORK_QUIESCE) /* in place of the reaper thread: room for the next child's keys
-                             (at a time moving on, as its clock: a key made after a reap
-                             is as of that reap's time, so reaped only by a later one) */
-            (void)sluice_reap(l, reap_clock += 86400 * NS_PER_S);
+        /* Room for the next child's keys (a shared file keeps them), at a
+         * time moving on: a key made after a reap is as of that reap's
+         * time, so reaped only by a later one.  The reaper thread reaps at
+         * its clock, CLOCK_MONOTONIC (the machine's uptime), and keys start
+         * at the churn's reap time, NOW + 3600 s: a machine up for less
+         * than 77 minutes never reaps them, and the 65th child found the
+         * file full (80 x 256 keys > max_keys).  Machines up for hours
+         * passed (checked both ways in a time namespace: unshare -T). */
+        (void)sluice_reap(l, reap_clock += 86400 * NS_PER_S);
         if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
             hung++;
         else
