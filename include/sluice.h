@@ -151,8 +151,8 @@ struct sluice_config {
     struct sluice_policy policy; /* default policy for every key */
     size_t max_keys;             /* live keys at most; default 1 << 20 */
     size_t max_key_len;          /* bytes; default 256; longer keys get -ENAMETOOLONG */
-    unsigned shards;             /* 0: chosen from the CPU count; else rounded up to a
-                                    power of two, at most 4096 */
+    unsigned shards;             /* 0: chosen from the CPU count; else at most 4096
+                                    (more: -EINVAL), rounded up to a power of two */
     uint64_t idle_ttl_ns;        /* a key idle this long may be reaped; 0: the time
                                     after which its state equals a fresh key's */
     uint64_t reap_interval_ns;   /* > 0: a background thread reaps at this interval,
@@ -252,7 +252,8 @@ SLUICE_API int sluice_policy_add(struct sluice_policy *p, enum sluice_algo algo,
  * Create a limiter from *cfg, which is not referenced afterwards.
  * Returns 0 and sets *out, or:
  *   -EINVAL  NULL argument, empty or invalid policy, max_keys or max_key_len 0,
- *            max_key_len above 2^30, CUSTOM clock without clock_fn, unknown enum;
+ *            max_key_len above 2^30, shards above 4096, CUSTOM clock without
+ *            clock_fn, unknown enum;
  *   -ENOMEM  out of memory;
  *   -EAGAIN  the reaper thread could not be started.
  */

@@ -51,6 +51,12 @@ static void test_create(void)
     cfg.policy.nlimits = SLUICE_MAX_LIMITS + 1;
     CHECK_EQ(sluice_create(&cfg, &l), -EINVAL);
     cfg.policy.nlimits = 1;
+    cfg.shards = 4097; /* refused, not capped (sluice.h) */
+    CHECK_EQ(sluice_create(&cfg, &l), -EINVAL);
+    cfg.shards = 4096;
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    sluice_destroy(l);
+    cfg.shards = 3; /* rounded up to 4 */
     CHECK_EQ(sluice_create(&cfg, &l), 0);
     sluice_destroy(l);
     sluice_destroy(NULL);
