@@ -11,8 +11,10 @@
 
 static double scale = 1.0;
 
-static sluice_t *make(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
-                      enum sluice_when_full full, uint64_t interval)
+/* clock_fn NULL: CLOCK_MONOTONIC. */
+static sluice_t *make_clocked(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
+                              enum sluice_when_full full, uint64_t interval,
+                              uint64_t (*clock_fn)(void *))
 {
     struct sluice_config cfg;
 
@@ -22,7 +24,17 @@ static sluice_t *make(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
     cfg.idle_ttl_ns = ttl;
     cfg.when_full = full;
     cfg.reap_interval_ns = interval;
+    if (clock_fn != NULL) {
+        cfg.clock = SLUICE_CLOCK_CUSTOM;
+        cfg.clock_fn = clock_fn;
+    }
     return t_create(&cfg);
+}
+
+static sluice_t *make(enum sluice_algo algo, size_t max_keys, uint64_t ttl,
+                      enum sluice_when_full full, uint64_t interval)
+{
+    return make_clocked(algo, max_keys, ttl, full, interval, NULL);
 }
 
 /* Only keys whose state is fresh (and idle long enough) go; decisions stay. */
@@ -177,20 +189,10 @@ static uint64_t day_ahead_clock(void *ctx)
 
 static void test_background_reaper(void)
 {
-    struct sluice_config cfg;
-    sluice_t *l;
+    sluice_t *l = make_clocked(SLUICE_GCRA, 1 << 16, 1, SLUICE_FULL_ALLOW, NS_PER_S / 100,
+                               day_ahead_clock);
     struct worker w[2];
     struct sluice_stats st;
-
-    sluice_config_init(&cfg);
-    sluice_policy_add(&cfg.policy, SLUICE_GCRA, 5, NS_PER_S);
-    cfg.max_keys = 1 << 16;
-    cfg.idle_ttl_ns = 1;
-    cfg.when_full = SLUICE_FULL_ALLOW;
-    cfg.reap_interval_ns = NS_PER_S / 100;
-    cfg.clock = SLUICE_CLOCK_CUSTOM;
-    cfg.clock_fn = day_ahead_clock;
-    l = t_create(&cfg);
 
     for (unsigned i = 0; i < 2; i++)
         w[i] = (struct worker){l, i, 0, (uint64_t)(100000 * scale) + 20000, NULL, NULL};
