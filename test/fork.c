@@ -22,14 +22,17 @@
  *            two keys only, which each child then resets.
  * Then the parent's limiters still decide exactly: nothing was left held.
  *
- * Under AddressSanitizer the parent's threads pause outside calls at each
- * fork, and no reaper thread runs: the runtime's allocator (GCC 12's
- * libasan, LLVM's before 18) has no fork handler, so a child whose parent
- * had another thread inside malloc at the fork hangs in its first malloc
- * (seen in CI: the child's stack ends in SizeClassAllocator64's region
- * lock).  glibc's malloc and ThreadSanitizer's lock theirs around fork, so
- * the other builds keep every call in flight; this one still checks the
- * child's walk and calls for memory errors.
+ * Under AddressSanitizer and ThreadSanitizer the parent's threads pause
+ * outside calls at each fork, and no reaper thread runs: the runtimes'
+ * allocators (GCC 12's) do not lock everything around fork, so a child
+ * whose parent had another thread inside malloc or free at the fork hangs
+ * in its own (seen in CI: an ASan child's stack ends in
+ * SizeClassAllocator64's region lock, a TSan child's in
+ * DenseSlabAlloc<ClockBlock>::Drain's spin lock, under a plain free() in
+ * sluice_destroy, once the reaper thread reaped and freed during forks).
+ * glibc's malloc locks its own around fork, so the default build keeps
+ * every call in flight; the sanitizer builds still check the child's walk
+ * and calls for memory errors and races.
  */
 #include <sched.h>
 #include <signal.h>
@@ -38,10 +41,10 @@
 
 #include "helpers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define FORK_QUIESCE 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define FORK_QUIESCE 1
 #endif
 #endif
@@ -239,7 +242,7 @@ static void run(const char *name, sluice_t *l, bool shared, unsigned forks, pid_
     CHECK_EQ(hung, 0);
     check_after(l);
     printf("%-8s %u forks beside 2 churning threads%s: %u children hung\n", name, forks,
-           FORK_QUIESCE ? " (paused at each fork: AddressSanitizer)" : " and a reaper", hung);
+           FORK_QUIESCE ? " (paused at each fork: a sanitizer)" : " and a reaper", hung);
     fflush(stdout);
 }
 
