@@ -373,12 +373,13 @@ static __attribute__((noinline)) void sl_stat_add_shared(struct sluice *l,
 
 static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
 {
-    struct sl_stat_slot *slot = &l->stat[t->id];
+    struct sl_stat_slot *slot;
 
     if (l->shm != NULL || t->id >= SL_STAT_SLOTS) {
         sl_stat_add_shared(l, t, allowed);
         return;
     }
+    slot = &l->stat[t->id]; /* only now: past the array, even unused, is undefined */
     if (allowed) /* the only writer of its slot */
         sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
     else
