@@ -31,14 +31,14 @@ static struct sluice_limit sliding(uint64_t count, uint64_t period, uint64_t pre
     return l;
 }
 
-static const char *const key_names[LC_KEYS] = {"k0", "k1", "k2"};
+static const char *const key_names[LC_KEYS] = {"k0", "k1", "k2"}; /* as linearize.c names them */
 
 static uint64_t admin_clock(void *ctx) { return *(const uint64_t *)ctx; }
 
 /* One call of op through the library, as linearize.c makes it. */
 static long long call(sluice_t **l, const struct lc_world *w, const struct lc_op *o)
 {
-    char name[3] = {'k', (char)('0' + o->key), 0}; /* as linearize.c names them */
+    const char *name = key_names[o->key];
     struct sluice_key keys[4];
     long long drained = 0;
 
@@ -57,10 +57,9 @@ static long long call(sluice_t **l, const struct lc_world *w, const struct lc_op
         return sluice_override_set(l[w->key_lim[o->key]], name, 2, &w->pol[o->pid]);
     case LC_PROBE:
         for (int k = 0; k < w->nkeys; k++) {
+            sluice_t *lk = l[w->key_lim[k]];
             long long c = 0;
-            name[1] = (char)('0' + k);
-            while (c < 255 && sluice_acquire_at(l[w->key_lim[k]], name, 2, 1, o->now, NULL) ==
-                                  SLUICE_ALLOW)
+            while (c < 255 && sluice_acquire_at(lk, key_names[k], 2, 1, o->now, NULL) == SLUICE_ALLOW)
                 c++;
             drained |= c << (8 * k);
         }
