@@ -197,10 +197,18 @@ static void sl_charge_all_back(struct sl_target *g, size_t n, uint64_t cost)
     sl_undo_all(g, n, cost);
 }
 
-/* Charge every limit of every tracked key; all or nothing. */
+/*
+ * Charge every limit of every tracked key; all or nothing.  The first
+ * charge decides its limit, which sl_decide_once left unchecked: its
+ * denial is SL_NO (res: that limit), having written nothing.  A later
+ * limit denying lost a race since the read-only check passed it: its
+ * charges taken back, SL_RACED.
+ */
 static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                          size_t *frozen)
 {
+    bool first = true;
+
     for (size_t i = 0; i < n; i++) {
         if (g[i].e == NULL)
             continue; /* untracked: the table is full and fails open */
@@ -210,6 +218,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
             int rc = lim->ops->charge(lim, g[i].w + lim->off, g[i].at, cost, g[i].receipt[j]);
             if (rc == SL_OK) {
                 g[i].charged = j + 1;
+                first = false;
                 continue;
             }
             sl_undo_all(g, i + 1, cost);
@@ -217,6 +226,8 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
                 *frozen = i;
                 return SL_FROZEN;
             }
+            if (!first)
+                return SL_RACED;
             if (res != NULL) {
                 struct sl_report r;
                 if (lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r) != SL_NO)
@@ -311,21 +322,26 @@ static bool sl_any_stale(struct sl_target *g, size_t n)
     return false;
 }
 
-static size_t sl_total_limits(const struct sl_target *g, size_t n)
+/* The key whose first limit sl_charge_all charges first: the first one
+ * tracked (n: none, every key fails open untracked). */
+static size_t sl_first_charged(const struct sl_target *g, size_t n)
 {
-    size_t total = 0;
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i++)
-        total += g[i].pol->nlimits;
-    return total;
+    while (i < n && g[i].e == NULL)
+        i++;
+    return i;
 }
 
 /*
- * One attempt.  A single limit is decided by its charge, which writes
- * nothing when it denies.  Several limits (or keys) are first checked
- * read-only, so a denial writes nothing there either; only then charged, and
- * a charge that loses a race to another thread is rolled back and the whole
- * decision made again.
+ * One attempt.  Every limit but the first to be charged is checked
+ * read-only, so a denial there writes nothing; then every limit is
+ * charged, the first deciding itself (a charge writes nothing when it
+ * denies), so one limit costs one charge and no read.  A later charge
+ * that loses a race to another thread is rolled back and the whole
+ * decision made again.  A denial the check found fills res with every
+ * limit's numbers, from one more read-only pass: an admission, the
+ * common case, reads each limit once before its charge at most.
  */
 static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool charge,
                           struct sluice_result *res, size_t *frozen)
@@ -336,21 +352,18 @@ static int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool cha
         rc = sl_report_all(g, n, cost, res, frozen);
         return rc != SL_FROZEN && sl_any_stale(g, n) ? SL_RACED : rc;
     }
-    if (sl_total_limits(g, n) == 1) {
+    rc = sl_verdict_but(g, n, cost, sl_first_charged(g, n), frozen);
+    if (rc == SL_NO && res != NULL) {
+        rc = sl_report_all(g, n, cost, res, frozen);
+        if (rc == SL_OK)
+            return SL_RACED; /* freed since the check: decided again */
+    }
+    if (rc == SL_OK) {
         rc = sl_charge_all(g, n, cost, res, frozen);
         if (rc == SL_OK)
             sl_report_charged(g, n, res);
-        return rc == SL_NO && sl_any_stale(g, n) ? SL_RACED : rc;
     }
-    rc = sl_report_all(g, n, cost, res, frozen);
-    if (rc == SL_NO && sl_any_stale(g, n))
-        return SL_RACED;
-    if (rc != SL_OK)
-        return rc;
-    rc = sl_charge_all(g, n, cost, NULL, frozen);
-    if (rc == SL_OK)
-        sl_report_charged(g, n, res);
-    return rc == SL_NO ? SL_RACED : rc;
+    return rc == SL_NO && sl_any_stale(g, n) ? SL_RACED : rc;
 }
 
 /*

@@ -15,15 +15,16 @@
  * names the key whose entry is being replaced.
  */
 /* The verdict alone (no numbers wanted): no division.  Every limit is
- * still read, so a frozen entry is reported as the full report would (a
- * key being reset or migrated makes the call decide again, not deny on an
- * earlier key's word meanwhile). */
-static int sl_verdict_all(struct sl_target *g, size_t n, uint64_t cost, size_t *frozen)
+ * read but the first limit of key skip (n: none), which its caller decides
+ * by charging it first; so a frozen entry is reported as the full report
+ * would (a key being reset or migrated makes the call decide again, not
+ * deny on an earlier key's word meanwhile), or met by that charge. */
+int sl_verdict_but(struct sl_target *g, size_t n, uint64_t cost, size_t skip, size_t *frozen)
 {
     int verdict = SL_OK;
 
     for (size_t i = 0; i < n; i++) {
-        for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
+        for (unsigned j = i == skip ? 1 : 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];
             int rc = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, NULL);
             if (rc == SL_FROZEN) {
@@ -45,7 +46,7 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
     bool denied = false;
 
     if (res == NULL)
-        return sl_verdict_all(g, n, cost, frozen);
+        return sl_verdict_but(g, n, cost, n, frozen);
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < g[i].pol->nlimits; j++) {
             const struct sl_lim *lim = &g[i].pol->lim[j];

@@ -55,6 +55,9 @@ static inline void sl_result_finish(struct sluice_result *res, int rc, unsigned 
         res->retry_after_ns = 1;
 }
 
+/* The verdict of every limit of every key but the first of key skip (n:
+ * none), read-only: SL_OK, SL_NO or SL_FROZEN (*frozen: the key replaced). */
+int sl_verdict_but(struct sl_target *g, size_t n, uint64_t cost, size_t skip, size_t *frozen);
 /* Report every limit of every key (read-only): SL_OK, SL_NO (res: the
  * limit with the longest wait) or SL_FROZEN (*frozen: the key replaced). */
 int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
