@@ -414,9 +414,11 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * limiters with different policies (client IP in one, user ID in another).
  * The same key (same limiter and bytes) given twice is one key, charged
  * once; two handles of one shared file are one limiter.  All-or-nothing: every limit of every key is charged, or none is.
- * The keys are checked read-only first, so a denial writes nothing; then
- * charged in order, and a charge that loses a race rolls back the charges
- * already made.  A rollback takes back only this call's own charge: where
+ * Every limit of every key is checked read-only first but the first limit
+ * of the first key, which its own charge decides (a charge that denies
+ * writes nothing), so a denial writes nothing; then all are charged in
+ * order, that one first, and a later charge that loses a race rolls back
+ * the charges already made and the request is decided again.  A rollback takes back only this call's own charge: where
  * another call has charged since, it leaves the state as it is (a
  * concurrent observer may briefly see a reservation that is then rolled
  * back, a transient denial: under-admission, never over-admission).  A

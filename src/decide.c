@@ -221,7 +221,8 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
                 first = false;
                 continue;
             }
-            sl_undo_all(g, i + 1, cost);
+            if (!first)
+                sl_undo_all(g, i + 1, cost);
             if (rc == SL_FROZEN) {
                 *frozen = i;
                 return SL_FROZEN;
