@@ -231,8 +231,11 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost, struct sl
                 return SL_RACED;
             if (res != NULL) {
                 struct sl_report r;
-                if (lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r) != SL_NO)
-                    r.retry_after = 1; /* freed meanwhile: try again now */
+                int seen = lim->ops->report(lim, g[i].w + lim->off, g[i].at, cost, &r);
+                if (seen == SL_FROZEN) /* moved since the charge: r unwritten, say the least */
+                    r = (struct sl_report){0, 0, 0, 0};
+                if (seen != SL_NO)
+                    r.retry_after = 1; /* freed or moved meanwhile: try again now */
                 sl_report_behind(&r, g[i].behind);
                 sl_result_fill(res, &g[i], (unsigned)i, j, &r);
             }
