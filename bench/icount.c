@@ -29,33 +29,30 @@ struct workload {
     struct sluice_limit lim[2];
     unsigned nlimits;
     enum shape shape;
-    uint64_t step_ns; /* time between calls: 1000 admits every call at 10^6/s */
+    uint64_t step_ns; /* time between calls */
 };
 
+/* 10^6/s, burst 1000: a call every 1000 ns is always admitted, every
+ * 100 ns one in ten once the burst is spent */
+#define GCRA_1M {.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000}
+#define DAILY {.algo = SLUICE_FIXED_WINDOW, .count = UINT64_C(1) << 35, .period_ns = DAY_NS}
+#define SLIDING_1G                                                                                 \
+    {.algo = SLUICE_SLIDING_WINDOW, .count = NS_PER_S, .period_ns = NS_PER_S,                      \
+     .precision_ns = NS_PER_S / 10}
+
 static const struct workload workloads[] = {
-    {"gcra-admit", "GCRA 10^6/s, one key, every call admitted",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000}}, 1,
-     ONE_KEY, 1000},
-    {"gcra-deny90", "GCRA 10^6/s, one key, 90% denied",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000}}, 1,
-     ONE_KEY, 100},
+    {"gcra-admit", "GCRA 10^6/s, one key, every call admitted", {GCRA_1M}, 1, ONE_KEY, 1000},
+    {"gcra-deny90", "GCRA 10^6/s, one key, 90% denied", {GCRA_1M}, 1, ONE_KEY, 100},
     {"stacked-admit", "GCRA 10^6/s + daily fixed window, one key, every call admitted",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000},
-      {.algo = SLUICE_FIXED_WINDOW, .count = UINT64_C(1) << 35, .period_ns = DAY_NS}},
-     2, ONE_KEY, 1000},
+     {GCRA_1M, DAILY}, 2, ONE_KEY, 1000},
     {"stacked-deny90", "GCRA 10^6/s + daily fixed window, one key, 90% denied",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000},
-      {.algo = SLUICE_FIXED_WINDOW, .count = UINT64_C(1) << 35, .period_ns = DAY_NS}},
-     2, ONE_KEY, 100},
-    {"all2-admit", "acquire_all of 2 keys (GCRA 10^6/s), every call admitted",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000}}, 1,
+     {GCRA_1M, DAILY}, 2, ONE_KEY, 100},
+    {"all2-admit", "acquire_all of 2 keys (GCRA 10^6/s), every call admitted", {GCRA_1M}, 1,
      TWO_KEYS, 1000},
-    {"all2-deny90", "acquire_all of 2 keys (GCRA 10^6/s), 90% denied",
-     {{.algo = SLUICE_GCRA, .count = 1000000, .period_ns = NS_PER_S, .burst = 1000}}, 1,
-     TWO_KEYS, 100},
+    {"all2-deny90", "acquire_all of 2 keys (GCRA 10^6/s), 90% denied", {GCRA_1M}, 1, TWO_KEYS,
+     100},
     {"sliding-admit", "sliding window 10^9/s (10 sub-buckets), every call admitted",
-     {{.algo = SLUICE_SLIDING_WINDOW, .count = NS_PER_S, .period_ns = NS_PER_S,
-       .precision_ns = NS_PER_S / 10}}, 1, ONE_KEY, 1000},
+     {SLIDING_1G}, 1, ONE_KEY, 1000},
 };
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
