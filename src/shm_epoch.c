@@ -98,10 +98,8 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
     uint64_t now_start;
     char state;
 
-    if (owner == 0)
-        return true;
-    if (pid <= 0)
-        return false;
+    if (owner == 0 || pid == 0)
+        return true; /* no process has pid 0: a corrupt file's record */
     if (sl_shm_is_claim(owner))
         start = (owner >> 32) & UINT64_C(0x7fffffff); /* the claimer's, not the record's */
     if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
@@ -444,10 +442,15 @@ bool sl_shm_window_live(struct sl_shm *m)
 
     for (uint64_t i = 0; i < hi; i++) {
         struct sl_shm_proc *p = &m->procs[i];
-        uint64_t owner = sl_load_acq(&p->owner), n = 0;
-        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
-            n |= sl_load_acq(&p->stat[k].window);
-        if (n != 0 && !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+        uint64_t owner = sl_load_acq(&p->owner);
+        bool open = false;
+        /* a window counts the process's threads inside it: a value past
+         * 2^31 is a corrupt file's, not a call to wait for */
+        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++) {
+            uint64_t w = sl_load_acq(&p->stat[k].window);
+            open |= w != 0 && w < UINT64_C(1) << 31;
+        }
+        if (open && !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
             return true;
     }
     return false;
