@@ -128,14 +128,15 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
  * (never giving up on a live one: its late commit would be the gap above).
  * Only a count left by a process killed in its window is cleared: no live
  * process has a thread in a window any more (sl_shm_window_live).  A count
- * at or above 2^31 is a leave after such a clear, read as none.
+ * at or above SL_COMMITS_MAX is none: a leave after such a clear wraps it
+ * near 2^32, and no live threads could raise it that far (a corrupt file).
  */
 #define SL_COMMIT_SPINS 256
 #define SL_COMMIT_CHECK_NS (UINT64_C(1000) * 1000) /* a killed process: checked each ms */
 
 /* Calls counted on one key are at most the threads of every attached
- * process: a count past 2^24 is no live call's but a corrupt file's, and
- * waiting for it would never end (fuzz_shared: a writer hung on one). */
+ * process: waiting for a count past this would never end (fuzz_shared: a
+ * writer hung on a corrupt file's 173,587,838). */
 #define SL_COMMITS_MAX (UINT32_C(1) << 24)
 
 static bool sl_commits_none(uint32_t c)

@@ -6,14 +6,6 @@
  */
 #include "result.h"
 
-/*
- * Report every limit of every key (read-only).  cost is what the caller
- * wants to know about (0 after a charge).  SL_NO: some limit denies, and res
- * gets the one with the longest wait, so its retry_after is when the request
- * fits every limit (absent other traffic).  SL_OK: res gets the binding
- * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
- * names the key whose entry is being replaced.
- */
 /* The verdict alone (no numbers wanted): no division.  Every limit is
  * read but the first limit of key skip (n: none), which its caller decides
  * by charging it first; so a frozen entry is reported as the full report
@@ -38,6 +30,14 @@ int sl_verdict_but(struct sl_target *g, size_t n, uint64_t cost, size_t skip, si
     return verdict;
 }
 
+/*
+ * Report every limit of every key (read-only).  cost is what the caller
+ * wants to know about (0 after a charge).  SL_NO: some limit denies, and res
+ * gets the one with the longest wait, so its retry_after is when the request
+ * fits every limit (absent other traffic).  SL_OK: res gets the binding
+ * limit, the one with the least remaining after cost.  SL_FROZEN: *frozen
+ * names the key whose entry is being replaced.
+ */
 int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_result *res,
                   size_t *frozen)
 {
