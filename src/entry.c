@@ -91,7 +91,7 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
  * holds it, where it was carried there as it was (the same words:
  * sl_policy_same_words), SL_DEAD alone where it went nowhere or was
  * recomputed.  A charge still to be taken back follows that, one move at a
- * time (sl_undo_carried in decide.c).  The word, not the entry: the
+ * time (sl_undo_carried in charge.c).  The word, not the entry: the
  * follower would need the successor's policy to find the word, and a
  * shared successor's override may be cleared, its slot freed and taken by
  * another key, while the entry itself still waits for its grace period (a
@@ -112,7 +112,7 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
 
 /*
  * A call on several keys commits their times one key after another, after
- * testing that none is frozen (sl_charge_all in decide.c).  A writer that
+ * testing that none is frozen (sl_charge_all in charge.c).  A writer that
  * sealed one key between that test and its commit would fail the commit
  * there after the call committed other keys' times, which cannot be taken
  * back: the call, decided again and denied, would leave a time that stands

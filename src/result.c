@@ -1,8 +1,8 @@
 /*
  * What a decision tells its caller (struct sluice_result): the binding
  * limit over every limit of every key, read after the charge.  Below the
- * decision (decide.c), above the algorithms; slow paths only: the fast
- * path fills its one limit with sl_result_fill (internal.h).
+ * decision (decide.c, charge.c), above the algorithms; slow paths only:
+ * the fast path fills its one limit with sl_result_fill (result.h).
  */
 #include "result.h"
 

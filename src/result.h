@@ -1,6 +1,6 @@
 /*
  * What a decision tells its caller (struct sluice_result): result.c, and
- * the two fillers the fast path inlines.  Used by decide.c only.
+ * the two fillers the fast path inlines.  Used by decide.c and charge.c.
  */
 #ifndef SL_RESULT_H
 #define SL_RESULT_H

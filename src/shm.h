@@ -300,7 +300,7 @@ static inline struct sl_entry *sl_slot_entry(struct sl_shm *m, uint64_t v)
     return v > SL_TOMB && (v & SL_IDX_MASK) >= 2 && idx < m->pool ? sl_shm_entry(m, idx) : NULL;
 }
 
-/* shm_table.c, for shm_admin.c */
+/* shm_lock.c, for shm_table.c and shm_admin.c */
 void sl_shm_lock(struct sluice *l, struct sl_shm_shard *s);
 bool sl_shm_trylock(struct sluice *l, struct sl_shm_shard *s);
 /* Release without the repair check (another shard lock is still held). */
@@ -312,6 +312,10 @@ void sl_shm_reconcile(struct sluice *l);
 /* Sleep us microseconds: waits for other processes, in no section and
  * holding no shard lock. */
 void sl_shm_nap(long us);
+/* Where a holder of s saves the last_ns it seals of e (sl_last_seal), for
+ * the repair should it die holding s. */
+sl_aword *sl_shm_seal_save(struct sl_shm *m, struct sl_shm_shard *s, const struct sl_entry *e);
+/* shm_table.c */
 struct sl_entry *sl_shm_lookup(struct sl_shm *m, struct sl_shm_shard *s, uint64_t h,
                                const void *key, size_t len, sl_aword **slot);
 size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,

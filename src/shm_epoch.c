@@ -422,7 +422,7 @@ bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
 }
 
 /*
- * The window of a call on several keys (decide.c, sl_commits_count): each
+ * The window of a call on several keys (charge.c, sl_commits_count): each
  * thread marks its own counter slot of its process's record, before its
  * count on the keys and after leaving it, so that a writer that meets a
  * count can tell one left by a killed process (no live process has a
