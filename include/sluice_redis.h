@@ -36,16 +36,22 @@
  * default 2).  Calls that arrive while round trips are in flight go out
  * together as the next round trip, decided by one script call (one per
  * hash slot with `cluster`), so throughput grows with the number of
- * callers.
+ * callers.  A tier belongs to the process that created it: its sockets,
+ * locks and cached denials are not shared across fork(2).  A pre-forked
+ * server creates one tier per worker, after the fork (a core limiter, by
+ * contrast, may be used on both sides); a tier used by both a parent and
+ * its child reads replies meant for the other process, and may admit on
+ * them.
  *
  * Failures: Redis unreachable or slower than timeout_ns is an outage: the
  * call is decided by fail_open (ALLOW) or not (DENY), result.flags says so
  * (SLUICE_REDIS_F_FAILED_OPEN / _CLOSED), it is counted in the stats and
  * logged through log_fn (rate-limited).  No caller waits for Redis longer
  * than timeout_ns (plus an eighth), whatever other callers do; reconnection
- * is tried at most once per reconnect_ns per connection.  An error reply from a reachable Redis
- * (WRONGTYPE on the key, a script error) is not an outage: it returns
- * -EPROTO, is counted in error_replies and never admits.
+ * is tried at most once per reconnect_ns per connection.  An error reply
+ * from a reachable Redis (WRONGTYPE on the key, a script error, a SCRIPT
+ * LOAD refused by an ACL, a renamed command, NOAUTH or LOADING) is not an
+ * outage: it returns -EPROTO, is counted in error_replies and never admits.
  *
  * ABI note: struct sluice_redis_config and struct sluice_redis_stats have
  * grown at their ends (the fields after "appended:") while the library's

@@ -57,7 +57,8 @@ static void sr_acomplete(struct sr_areq *q, int status, const struct sr_reply *r
     if (a->destroying)
         rc = -ECANCELED;
     else
-        rc = sr_finish(t, q->rkey + t->plen, q->len, q->cost, status, rep, &res);
+        rc = sr_finish(t, q->rkey + t->plen, q->len, q->cost, status, rep,
+                       q->deadline - t->cfg.timeout_ns, &res);
     q->cb(q->arg, rc, &res);
     free(q);
 }

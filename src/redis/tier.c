@@ -258,9 +258,8 @@ char *sr_full_key(struct sluice_redis *t, const void *key, size_t len, char *buf
     return k;
 }
 
-/* Turn what Redis said (status, rep) into the decision. */
 int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost, int status,
-              const struct sr_reply *rep, struct sluice_result *res)
+              const struct sr_reply *rep, uint64_t asked, struct sluice_result *res)
 {
     uint64_t leftover;
 
@@ -296,15 +295,20 @@ int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost
     }
     if (rep->granted < cost) {
         atomic_fetch_add_explicit(&t->redis_denied, 1, memory_order_relaxed);
+        /* Redis's wait counts from its TIME, read after the call was made
+         * and before its reply came back: counted from the call, the cache
+         * ends early rather than late, and denies only what Redis would */
         if (rep->retry_ns > 0)
-            sr_lease_keep(t, key, len, 0, sr_now() + rep->retry_ns, cost);
+            sr_lease_keep(t, key, len, 0, asked + rep->retry_ns, cost);
         sr_fill(t, res, rep->remaining, rep->retry_ns ? rep->retry_ns : 1, rep->reset_ns, 0);
         return SLUICE_DENY;
     }
     atomic_fetch_add_explicit(&t->redis_allowed, 1, memory_order_relaxed);
     leftover = rep->granted - cost;
-    if (t->cfg.lease > 1 && leftover > 0)
-        sr_lease_keep(t, key, len, leftover, 0, 0);
+    /* A lease's leftover kept, and in any case a cached denial dropped:
+     * this grant moved the key's TAT past what the denial was told, so its
+     * wait would be too short (it is asked again next time instead). */
+    sr_lease_keep(t, key, len, t->cfg.lease > 1 ? leftover : 0, 0, 0);
     sr_fill(t, res, rep->remaining + leftover, 0, rep->reset_ns, 0);
     return sr_charge_local(t, key, len, cost, res);
 }
@@ -334,7 +338,7 @@ SR_API int sluice_redis_acquire(sluice_redis_t *t, const void *key, size_t len, 
     rc = sr_pipe_call(t, &call);
     if (call.rkey != buf)
         free((char *)call.rkey);
-    return sr_finish(t, key, len, cost, rc, &call.reply, res);
+    return sr_finish(t, key, len, cost, rc, &call.reply, call.deadline - t->cfg.timeout_ns, res);
 }
 
 SR_API void sluice_redis_stats(sluice_redis_t *t, struct sluice_redis_stats *out)

@@ -143,8 +143,11 @@ enum { SR_LOG_OUTAGE = 0, SR_LOG_REPLY = 1, SR_LOG_RECOVERY = 2 };
 void sr_log(struct sluice_redis *t, int kind, int level, const char *what);
 int sr_precheck(struct sluice_redis *t, const void *key, size_t len, uint64_t cost,
                 struct sluice_result *res, int *done);
+/* Turn what Redis said (status, rep) into the decision; asked: when the
+ * call was made (before Redis read its TIME), the time a denial's wait
+ * counts from. */
 int sr_finish(struct sluice_redis *t, const void *key, size_t len, uint64_t cost, int status,
-              const struct sr_reply *rep, struct sluice_result *res);
+              const struct sr_reply *rep, uint64_t asked, struct sluice_result *res);
 char *sr_full_key(struct sluice_redis *t, const void *key, size_t len, char *buf, size_t cap);
 uint64_t sr_want(struct sluice_redis *t, uint64_t cost);
 

@@ -13,7 +13,9 @@
  *     timeout was rounded up to the kernel's tick, and that reply admitted);
  *   - stall: a leader whose thread is held up (a signal handler sleeping
  *     1 s) while a caller of its batch waits: that caller gives up at its
- *     own deadline, counted once, and the connection serves later calls.
+ *     own deadline, counted once, and the connection serves later calls;
+ *   - deny_late: a denial answered 40 ms late, whose cached wait must
+ *     count from the call, not from the reply.
  * Needs no redis-server.  Bounded: every fake server dies within 60 s.
  */
 #include <arpa/inet.h>
@@ -26,7 +28,7 @@
 #include "helpers.h"
 #include "sluice_redis.h"
 
-enum mode { DRIP, NOSCRIPT, LATE, STALL };
+enum mode { DRIP, NOSCRIPT, LATE, STALL, DENY_LATE };
 
 static int fport;
 static pid_t fake;
@@ -153,6 +155,12 @@ static void serve(int fd, enum mode mode)
                 usleep(13000);
                 answer(fd, nkeys, 0);
                 break;
+            case DENY_LATE: { /* nothing granted, retry after 500 ms, 40 ms late */
+                static const char deny[] = "*4\r\n:0\r\n:500000\r\n:0\r\n:1000000\r\n";
+                usleep(40000);
+                put(fd, deny, sizeof(deny) - 1);
+                break;
+            }
             case STALL:
                 if (evals == 1) {
                     usleep(100000);
@@ -436,6 +444,40 @@ static void stall(void)
     close(report[1]);
 }
 
+/*
+ * A denial's wait counts from Redis's TIME, which it read after the call was
+ * made: the cached denial must end that long after the call, not after the
+ * reply came back.  Counted from the reply, a reply 40 ms late kept the key
+ * denied 40 ms past the time Redis would have admitted it (an outside
+ * tester saw the cache deny what Redis then allowed in 10 of 10 rounds).
+ */
+static void late_denial(void)
+{
+    uint64_t timeout = NS_PER_S * slow_factor(), t0, t1;
+    struct sluice_redis_stats st;
+    struct sluice_result r;
+    sluice_redis_t *t;
+
+    fake_start(DENY_LATE);
+    t = tier_to_fake(timeout, 1);
+    t0 = mono();
+    CHECK_EQ(sluice_redis_acquire(t, "ld", 2, 1, &r), SLUICE_DENY);
+    t1 = mono();
+    CHECK_EQ(r.retry_after_ns, 500000000);
+    CHECK(t1 - t0 >= 40000000);
+    /* from the cache: the call was made at t0 or later, before the server
+     * read it 40 ms before t1, so what it keeps ends by t1 + 460 ms */
+    CHECK_EQ(sluice_redis_acquire(t, "ld", 2, 1, &r), SLUICE_DENY);
+    CHECK_EQ(r.flags & SLUICE_REDIS_F_CACHED, SLUICE_REDIS_F_CACHED);
+    CHECK(r.retry_after_ns <= 460000000);
+    sluice_redis_stats(t, &st);
+    CHECK_EQ(st.cached_denials, 1);
+    printf("late denial: 500 ms told %.1f ms late, cached for %.1f ms more\n",
+           (double)(t1 - t0) / 1e6, (double)r.retry_after_ns / 1e6);
+    sluice_redis_destroy(t);
+    fake_stop();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* writes to a fake server that hung up */
@@ -443,5 +485,6 @@ int main(void)
     noscript();
     late();
     stall();
+    late_denial();
     return t_done("redis_deadline");
 }

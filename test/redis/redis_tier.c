@@ -37,6 +37,17 @@ static sluice_redis_t *tier(uint64_t count, uint64_t period, uint64_t lease, int
     return t;
 }
 
+/* A tier of its own burst, failing closed, without a local tier. */
+static sluice_redis_t *tier_burst(uint64_t count, uint64_t period, uint64_t burst)
+{
+    sluice_redis_t *t;
+
+    next_burst = burst;
+    t = tier(count, period, 0, 0, NULL);
+    next_burst = 0;
+    return t;
+}
+
 /* Several hosts on one global key for `ms`: admitted within the bound. */
 struct host {
     sluice_redis_t *t;
@@ -241,9 +252,7 @@ static void deny_cost(void)
     sluice_redis_t *t;
     struct sluice_result r;
 
-    next_burst = 10;
-    t = tier(10, NS_PER_S, 0, 0, NULL); /* 10/s, burst 10 */
-    next_burst = 0;
+    t = tier_burst(10, NS_PER_S, 10); /* 10/s, burst 10 */
     CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 8, &r), SLUICE_ALLOW);
     CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 5, &r), SLUICE_DENY); /* 3 short */
     CHECK_EQ(sluice_redis_acquire(t, "dc-a", 4, 1, &r), SLUICE_ALLOW); /* 2 left */
@@ -253,6 +262,27 @@ static void deny_cost(void)
     CHECK_EQ(sluice_redis_acquire(t, "dc-b", 4, 10, &r), SLUICE_DENY);
     CHECK(r.retry_after_ns >= NS_PER_S / 2); /* ~900 ms: the whole burst */
     printf("denial cache: cost 10 after a cost-1 denial: retry after %.0f ms\n",
+           (double)r.retry_after_ns / 1e6);
+    sluice_redis_destroy(t);
+}
+
+/* A grant after a cached denial moved the key's TAT: the next denial
+ * tells the wait from Redis, not the stale one the cache held (an outside
+ * tester's sequence: 7 allowed, 5 denied for ~2 s, 3 allowed, then 5 was
+ * told 2 s where Redis says 5 s). */
+static void deny_after_grant(void)
+{
+    sluice_redis_t *t;
+    struct sluice_result r;
+
+    t = tier_burst(10, 10 * NS_PER_S, 10); /* 1/s, burst 10 */
+    CHECK_EQ(sluice_redis_acquire(t, "dg", 2, 7, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_redis_acquire(t, "dg", 2, 5, &r), SLUICE_DENY); /* 2 short: ~2 s */
+    CHECK(r.retry_after_ns > NS_PER_S && r.retry_after_ns <= 2 * NS_PER_S);
+    CHECK_EQ(sluice_redis_acquire(t, "dg", 2, 3, &r), SLUICE_ALLOW); /* none left */
+    CHECK_EQ(sluice_redis_acquire(t, "dg", 2, 5, &r), SLUICE_DENY);
+    CHECK(r.retry_after_ns > 4 * NS_PER_S && r.retry_after_ns <= 5 * NS_PER_S);
+    printf("denial after a grant: cost 5 told to wait %.0f ms (5 units of 1 s spent)\n",
            (double)r.retry_after_ns / 1e6);
     sluice_redis_destroy(t);
 }
@@ -564,9 +594,7 @@ static void cost_zero(void)
     sluice_redis_t *t;
     struct sluice_result r;
 
-    next_burst = 3;
-    t = tier(10, 10 * NS_PER_S, 0, 0, NULL); /* 1/s, burst 3 */
-    next_burst = 0;
+    t = tier_burst(10, 10 * NS_PER_S, 3); /* 1/s, burst 3 */
     for (int i = 0; i < 5; i++) {
         memset(&r, 0xff, sizeof(r));
         CHECK_EQ(sluice_redis_acquire(t, "zero", 4, 0, &r), SLUICE_ALLOW);
@@ -606,6 +634,7 @@ int main(void)
     local_race();
     lease_ttl();
     deny_cost();
+    deny_after_grant();
     global_retry();
     script_flushed();
     redis_stopped();
