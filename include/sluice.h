@@ -99,7 +99,12 @@ enum sluice_algo {
      * per key: a 1 h period at the default 1 s precision costs 28.8 KiB per
      * key.  At most 131072 sub-buckets, and count below the FIXED_WINDOW
      * bound for a window of one sub-bucket (2^36 at 1 s precision), else
-     * -EINVAL.  Range as FIXED_WINDOW. */
+     * -EINVAL.  Range as FIXED_WINDOW, but for one case: a ring slot keeps
+     * its sub-bucket's number modulo 2^56 to 2^57 ns, so on a key never
+     * idle beyond its range for that long (2.3 to 4.6 years), a slot no
+     * admission has rewritten since reads as the sub-bucket that long
+     * after it: its old units count again, and the key can be denied
+     * units its window has (fail closed, never more admitted). */
     SLUICE_SLIDING_WINDOW,
     /* Exact: one timestamp per admitted unit.  count <= 65536, larger counts
      * get -EINVAL.  8 bytes per unit of count per key, plus 32.  Timestamps
@@ -178,7 +183,9 @@ struct sluice_config {
  * at a later time (a clock behind the key's latest admission, or a new key
  * behind the latest reap): the same request stamped now_ns + retry_after_ns
  * is admitted, absent other traffic, and one stamped a nanosecond earlier
- * is not (a wait of 0 stays 0).
+ * is not (a wait of 0 stays 0).  A windowed limit's wait that would end
+ * past 2^64 - 1 ns, a time no call can be stamped with (its windows do not
+ * follow the clock's wrap), is UINT64_MAX: never; likewise reset_after_ns.
  */
 struct sluice_result {
     uint64_t limit;          /* count of the binding limit */

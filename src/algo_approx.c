@@ -122,8 +122,9 @@ static uint64_t approx_first_fit(uint64_t width, uint64_t prev, uint64_t avail)
 static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                          struct sl_report *out)
 {
-    uint64_t c = sl_load_acq(w), count = lim->def.count, start, at;
+    uint64_t c = sl_load_acq(w), count = lim->def.count;
     struct approx_view v;
+    sl_u128 start, at;
     sl_i128 room;
 
     if (c & SL_DEAD)
@@ -132,29 +133,28 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
     room = approx_room(lim, &v);
     if (out == NULL)
         return room >= (sl_i128)((sl_u128)cost * lim->width) ? SL_OK : SL_NO;
-    start = sl_u128_sat((sl_u128)v.idx * lim->width);
+    start = (sl_u128)v.idx * lim->width;
     out->remaining = room > 0 ? (uint64_t)(room / lim->width) : 0;
     out->reset_after = 0;
     if (v.cur != 0 || v.prev != 0) {
-        at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * (v.cur ? 2 : 1));
-        out->reset_after = at > now ? at - now : 0;
+        at = start + (sl_u128)lim->width * (v.cur ? 2 : 1);
+        out->reset_after = sl_wait_until(at, now, 0);
     }
     /* a charge lands in window idx's count, which then weighs on the next */
     out->reset_charged = out->reset_after;
     if (cost != 0) {
-        at = sl_u128_sat((sl_u128)start + (sl_u128)lim->width * 2);
-        out->reset_charged = at > now ? at - now : 0;
+        at = start + (sl_u128)lim->width * 2;
+        out->reset_charged = sl_wait_until(at, now, 0);
     }
     if (room >= (sl_i128)((sl_u128)cost * lim->width)) {
         out->retry_after = 0;
         return SL_OK;
     }
     if (v.cur + cost <= count) /* later in this window */
-        at = sl_sat_add(start, approx_first_fit(lim->width, v.prev, count - v.cur - cost));
+        at = start + approx_first_fit(lim->width, v.prev, count - v.cur - cost);
     else                       /* in the next one, cur having become prev */
-        at = sl_sat_add(sl_sat_add(start, lim->width),
-                        approx_first_fit(lim->width, v.cur, count - cost));
-    out->retry_after = at > now ? at - now : 1;
+        at = start + lim->width + approx_first_fit(lim->width, v.cur, count - cost);
+    out->retry_after = sl_wait_until(at, now, 1);
     return SL_NO;
 }
 

@@ -88,24 +88,25 @@ static bool fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
 static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                         struct sl_report *out)
 {
-    uint64_t c = sl_load_acq(w), used, idx, end;
+    uint64_t c = sl_load_acq(w), used, idx;
+    sl_u128 end;
 
     if (c & SL_DEAD)
         return SL_FROZEN;
     idx = fixed_view(lim, c, now, &used);
     if (out == NULL)
         return used + cost <= lim->def.count ? SL_OK : SL_NO;
-    end = sl_u128_sat((sl_u128)(idx + 1) * lim->width);
+    end = ((sl_u128)idx + 1) * lim->width;
     /* used may exceed count: state carried from a higher count is kept */
     out->remaining = lim->def.count - sl_min64(used, lim->def.count);
-    out->reset_after = used ? (end > now ? end - now : 0) : 0;
+    out->reset_after = used ? sl_wait_until(end, now, 0) : 0;
     /* a charge lands in window idx, which then has units until its end */
-    out->reset_charged = used || cost ? (end > now ? end - now : 0) : 0;
+    out->reset_charged = used || cost ? sl_wait_until(end, now, 0) : 0;
     if (used + cost <= lim->def.count) {
         out->retry_after = 0;
         return SL_OK;
     }
-    out->retry_after = end > now ? end - now : 1;
+    out->retry_after = sl_wait_until(end, now, 1);
     return SL_NO;
 }
 

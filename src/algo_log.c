@@ -254,29 +254,26 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 {
     for (;;) {
         struct log_view v;
-        uint64_t s = log_read_begin(lim, w), inwin, newest_end;
+        uint64_t s = log_read_begin(lim, w), inwin;
+        sl_u128 newest_end;
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
         inwin = log_in_window(lim, w, v.n, v.eff);
-        newest_end = v.n ? sl_sat_add(log_ts(lim, w, v.n - 1), lim->def.period_ns) : 0;
+        newest_end = v.n ? (sl_u128)log_ts(lim, w, v.n - 1) + lim->def.period_ns : 0;
         if (!log_read_valid(w, s))
             continue;
         if (out == NULL)
             return v.fits ? SL_OK : SL_NO;
         out->remaining = lim->def.count - sl_min64(inwin, lim->def.count);
-        out->reset_after = newest_end > now ? newest_end - now : 0;
+        out->reset_after = sl_wait_until(newest_end, now, 0);
         /* a charge is stamped v.eff, which then is the newest stamp */
         out->reset_charged = out->reset_after;
-        if (cost != 0) {
-            uint64_t end = sl_sat_add(v.eff, lim->def.period_ns);
-            out->reset_charged = end > now ? end - now : 0;
-        }
+        if (cost != 0)
+            out->reset_charged = sl_wait_until((sl_u128)v.eff + lim->def.period_ns, now, 0);
         out->retry_after = 0;
-        if (!v.fits) {
-            uint64_t at = sl_sat_add(v.blocker, lim->def.period_ns);
-            out->retry_after = at > now ? at - now : 1;
-        }
+        if (!v.fits)
+            out->retry_after = sl_wait_until((sl_u128)v.blocker + lim->def.period_ns, now, 1);
         return v.fits ? SL_OK : SL_NO;
     }
 }

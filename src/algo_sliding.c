@@ -226,25 +226,20 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
         freed += units;
         if (real + cost > lim->def.count && out->retry_after == 0 &&
             real - freed + cost <= lim->def.count) {
-            uint64_t at = sl_u128_sat((sl_u128)(j + lim->nb) * lim->width);
-            out->retry_after = at > now ? at - now : 1;
+            out->retry_after = sl_wait_until(((sl_u128)j + lim->nb) * lim->width, now, 1);
         }
     }
     if (behind && !fits) {
-        uint64_t at = sl_u128_sat((sl_u128)hidx * lim->width);
-        out->retry_after = sl_max64(out->retry_after, at > now ? at - now : 1);
+        out->retry_after = sl_max64(out->retry_after,
+                                    sl_wait_until((sl_u128)hidx * lim->width, now, 1));
     }
     out->reset_after = 0;
-    if (sum != 0) {
-        uint64_t at = sl_u128_sat((sl_u128)(newest + lim->nb) * lim->width);
-        out->reset_after = at > now ? at - now : 0;
-    }
+    if (sum != 0)
+        out->reset_after = sl_wait_until(((sl_u128)newest + lim->nb) * lim->width, now, 0);
     /* a charge lands in sub-bucket eff, then the newest with units */
     out->reset_charged = out->reset_after;
-    if (cost != 0) {
-        uint64_t at = sl_u128_sat((sl_u128)(eff + lim->nb) * lim->width);
-        out->reset_charged = at > now ? at - now : 0;
-    }
+    if (cost != 0)
+        out->reset_charged = sl_wait_until(((sl_u128)eff + lim->nb) * lim->width, now, 0);
     return fits ? SL_OK : SL_NO;
 }
 

@@ -112,6 +112,21 @@ struct sl_report {
 };
 
 /*
+ * The wait from now until the time `at` of a windowed algorithm (whose
+ * times are absolute, never past the clock's wrap), exact in 128 bits:
+ * UINT64_MAX when `at` lies past 2^64 - 1, a time no call can be stamped
+ * with ("never", as sluice.h says; a saturated time was told as a finite
+ * wait after which the call was still denied), `early` when `at` is not
+ * after now.
+ */
+static inline uint64_t sl_wait_until(sl_u128 at, uint64_t now, uint64_t early)
+{
+    if (at > UINT64_MAX)
+        return UINT64_MAX;
+    return (uint64_t)at > now ? (uint64_t)at - now : early;
+}
+
+/*
  * The operations every algorithm provides; `w` points at the limit's words.
  * charge:   admit `cost` at `now` or write nothing (SL_OK / SL_NO / SL_FROZEN);
  *           receipt[0..SL_RECEIPT_WORDS) lets undo() find what was charged:

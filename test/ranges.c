@@ -298,6 +298,56 @@ static void test_log_top_of_time(void)
 }
 
 /*
+ * Waits that end past 2^64 - 1 ns, a time no call can be stamped with (an
+ * outside tester's find): a windowed limit spent near the top of the
+ * clock told a finite retry_after (and reset_after) at which the call was
+ * still denied; the window's end was saturated, or wrapped in 64 bits,
+ * before the wait was taken from it.  sluice.h: "UINT64_MAX if it never
+ * can".  Each wait told is either UINT64_MAX or honoured.
+ */
+static void top_case(const char *what, enum sluice_algo a, uint64_t count, uint64_t period,
+                     uint64_t precision, uint64_t t_admit, uint64_t t_ask)
+{
+    sluice_t *l = t_limiter1(a, count, period, 0, precision);
+    struct sluice_result r, q;
+    bool retry_ok, reset_ok;
+    uint64_t reset;
+
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, count, t_admit, &r), SLUICE_ALLOW);
+    reset = r.reset_after_ns;
+
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t_ask, &r), SLUICE_DENY);
+    /* past the wrap only GCRA reads on (modulo 2^64) */
+    retry_ok = r.retry_after_ns == UINT64_MAX ||
+               ((a == SLUICE_GCRA || r.retry_after_ns <= UINT64_MAX - t_ask) &&
+                sluice_peek_at(l, "k", 1, 1, t_ask + r.retry_after_ns, NULL) == SLUICE_ALLOW);
+    reset_ok = reset == UINT64_MAX ||
+               ((a == SLUICE_GCRA || reset <= UINT64_MAX - t_admit) &&
+                sluice_peek_at(l, "k", 1, 0, t_admit + reset, &q) == SLUICE_ALLOW &&
+                q.remaining == count);
+    CHECK(retry_ok);
+    CHECK(reset_ok);
+    if (!retry_ok || !reset_ok)
+        fprintf(stderr, "%s: retry_after %llu, reset_after %llu: not honoured\n", what,
+                (unsigned long long)r.retry_after_ns, (unsigned long long)reset);
+    sluice_destroy(l);
+}
+
+static void test_waits_past_the_top(void)
+{
+    const uint64_t m = UINT64_MAX, half = UINT64_C(1) << 63;
+
+    top_case("fixed, last window", SLUICE_FIXED_WINDOW, 1, 1000, 0, m - 3, m - 2);
+    top_case("fixed, period 2^63 + 1", SLUICE_FIXED_WINDOW, 1, half + 1, 0, half + 5, half + 6);
+    top_case("fixed, period 1 ns", SLUICE_FIXED_WINDOW, 1, 1, 0, m, m);
+    top_case("sliding, 1 ns precision", SLUICE_SLIDING_WINDOW, 1, 10, 1, m - 3, m - 2);
+    top_case("sliding log", SLUICE_SLIDING_LOG, 1, 10, 0, m - 3, m - 2);
+    top_case("approximate", SLUICE_APPROX_SLIDING, 1, 1000, 0, m / 1000 * 1000 - 990,
+             m / 1000 * 1000 - 980);
+    top_case("gcra (reads across the wrap)", SLUICE_GCRA, 1, 1000, 0, m - 3, m - 2);
+}
+
+/*
  * The clock's wrap at 2^64 ns (an outside tester's find): the windowed
  * algorithms number windows from 0, so a key spent just before the wrap
  * read, 2 ns later, as fresh or as full by the accident of the index
@@ -496,6 +546,7 @@ int main(void)
     test_approx();
     test_fixed_sliding();
     test_log_top_of_time();
+    test_waits_past_the_top();
     test_clock_wrap();
     test_idle_beyond_range();
     test_busy_beyond_ring(false);
