@@ -105,6 +105,9 @@ struct sl_shm_proc {
     sl_aword owner;
     sl_aword start;             /* its start time (/proc/PID/stat), against pid reuse */
     sl_aword cnt[2];
+    /* where the owner maps the file (0: not known, a file an older library
+     * made): exec(2) keeps the pid and the start time but unmaps it */
+    sl_aword base;
     struct sl_stat_slot stat[SL_SHM_TSLOTS + 1];
 } SL_ALIGNED;
 
@@ -211,6 +214,10 @@ void sl_shm_retire(struct sl_shm *m, uint64_t idx);
 uint32_t sl_shm_pin_token(struct sluice *l);
 bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin);
 bool sl_shm_proc_dead(uint64_t owner, uint64_t start);
+/* The owner of record p (its word, as read) is gone: dead by pid and start
+ * time (sl_shm_proc_dead), or no longer mapping the file where it did (it
+ * called exec(2) while threads of it were inside calls). */
+bool sl_shm_record_dead(const struct sl_shm *m, struct sl_shm_proc *p, uint64_t owner);
 uint64_t sl_shm_self_start(void);
 /* The word a record holds while process pid, started at `start`, claims
  * or reclaims it (shm_epoch.c says why). */

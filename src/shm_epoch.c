@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,49 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
     return state == 'Z' || state == 'X' || (start != 0 && now_start != start);
 }
 
+/*
+ * Whether process pid maps the file (dev, ino) at base: false only when its
+ * /proc/PID/maps says so.  Unreadable (another user's process, no /proc,
+ * out of descriptors) is "maps it": the pid test alone decides, as before.
+ */
+static bool sl_proc_maps(long pid, uint64_t base, uint64_t dev, uint64_t ino)
+{
+    char path[64], line[512];
+    bool found = false, whole = true;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%ld/maps", pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return true;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi, off, inode;
+        unsigned maj, mnr;
+        /* a line longer than the buffer (a long path) goes on in the next
+         * reads: only the first piece of a line starts with its fields */
+        bool start = whole;
+        whole = strchr(line, '\n') != NULL;
+        if (start && sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &lo, &hi, &off, &maj, &mnr,
+                            &inode) == 6)
+            found = lo == base && inode == ino && maj == major((dev_t)dev) &&
+                    mnr == minor((dev_t)dev);
+    }
+    if (ferror(f))
+        found = true; /* not read through: not known */
+    fclose(f);
+    return found;
+}
+
+bool sl_shm_record_dead(const struct sl_shm *m, struct sl_shm_proc *p, uint64_t owner)
+{
+    uint64_t base = sl_load_rlx(&p->base);
+
+    if (sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+        return true;
+    /* a claim names its claimer, not the record's owner: never unmapped */
+    return !sl_shm_is_claim(owner) && base != 0 &&
+           !sl_proc_maps((long)(owner & UINT32_MAX), base, m->dev, m->ino);
+}
+
 /* Free a dead process's record.  Only the CAS winner touches the counters,
  * so a record claimed again meanwhile is never cleared. */
 static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
@@ -142,6 +186,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
             /* the start time before the owner: a liveness test never sees
              * this pid with another process's start time */
             sl_store_rlx(&p->start, sl_shm_self_start());
+            sl_store_rlx(&p->base, (uint64_t)(uintptr_t)m->base);
             /* tokens keep the low 21 bits of the incarnation: never 0 there,
              * so no token matches a record whose word is a claim's */
             do
@@ -160,7 +205,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
         }
         for (unsigned i = 0; i < SL_SHM_PROCS; i++) { /* make room: dead processes' records */
             uint64_t o = sl_load_acq(&m->procs[i].owner);
-            if (o != 0 && sl_shm_proc_dead(o, sl_load_rlx(&m->procs[i].start)))
+            if (o != 0 && sl_shm_record_dead(m, &m->procs[i], o))
                 sl_proc_reclaim(&m->procs[i], o);
         }
     }
@@ -288,7 +333,7 @@ bool sl_shm_advance(struct sl_shm *m, bool check_dead)
                 continue;
             }
             owner = sl_load_acq(&p->owner);
-            if (!check_dead || !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+            if (!check_dead || !sl_shm_record_dead(m, p, owner))
                 return false; /* a live process is in a section: later */
             sl_proc_reclaim(p, owner);
             break;
@@ -418,7 +463,7 @@ bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)
         return false;
     owner = sl_load_acq(&m->procs[idx].owner);
     return !sl_shm_is_claim(owner) && ((owner >> 32) & 0x1fffff) == pin >> 11 &&
-           !sl_shm_proc_dead(owner, sl_load_rlx(&m->procs[idx].start));
+           !sl_shm_record_dead(m, &m->procs[idx], owner);
 }
 
 /*
@@ -450,7 +495,7 @@ bool sl_shm_window_live(struct sl_shm *m)
             uint64_t w = sl_load_acq(&p->stat[k].window);
             open |= w != 0 && w < UINT64_C(1) << 31;
         }
-        if (open && !sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
+        if (open && !sl_shm_record_dead(m, p, owner))
             return true;
     }
     return false;

@@ -202,7 +202,7 @@ static bool sl_shm_rehash(struct sluice *l, struct sl_shm_shard *s)
         struct sl_entry *e = sl_slot_entry(m, v);
         if (e == NULL)
             continue;
-        h = sl_hash(&l->hkey, sl_shm_key(m, e), sl_min64(e->key_len, m->hdr->max_key_len));
+        h = sl_hash(&l->hkey, sl_shm_key(m, e), sl_min64(e->key_len, l->max_key_len));
         for (j = h & mask; sl_load_rlx(&b[j]) != 0; j = (j + 1) & mask)
             ;
         sl_store_rlx(&b[j], v);
@@ -440,7 +440,10 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         sl_shm_free_unseen(m, idx);
         return -EAGAIN;
     }
-    ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), e->key_len, to, 0);
+    /* the length as the file says, within what an entry holds: a corrupt
+     * one (far above max_key_len) was copied as it was, past the entry */
+    ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), sl_min64(e->key_len, l->max_key_len), to,
+                           0);
     kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
                                sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e), m);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */

@@ -2,7 +2,8 @@
  * Shared limiters, opening and attaching: argument errors, EXCL races
  * between processes (exactly one creator wins), creation races (all end up
  * on one file), mismatched configurations (-EEXIST), foreign, empty,
- * truncated and corrupted files (-EPROTO), the file mode, policy changes
+ * truncated and corrupted files (-EPROTO; a key's length corrupted after
+ * creation: no crash), the file mode, policy changes
  * seen by attached and late processes, unlink with handles open, and
  * attach/detach churn from many processes, some of which die without
  * detaching (their process records must come back), one file opened twice
@@ -261,6 +262,68 @@ static void test_bad_files(const char *path)
     free(copy);
 }
 
+/*
+ * A file corrupted after it was made: a key's length word far above
+ * max_key_len.  sluice_set_policy moves every key to the new policy and
+ * copied that many bytes of key (an outside tester: SIGSEGV, 4 of 4; a
+ * length a little too large overwrote the next entry instead).  Lengths
+ * read from the file are bounded by the attach's max_key_len, as a rehash
+ * already bounded them: no crash, and the file still serves.
+ */
+static void test_corrupt_key_len(const char *path)
+{
+    struct sluice_config cfg;
+    unsigned char *b, *k;
+    struct stat st;
+    sluice_t *l;
+    size_t off;
+    pid_t c;
+    int fd, status;
+
+    cfg_fixed(&cfg, 10);
+    cfg.max_keys = 64;
+    cfg.max_key_len = 16;
+    cfg.shards = 1;
+    (void)sluice_unlink_shared(path);
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    CHECK_EQ(sluice_acquire_at(l, "victim-key", 10, 1, T, NULL), SLUICE_ALLOW);
+    sluice_destroy(l);
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && fstat(fd, &st) == 0);
+    b = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(b != MAP_FAILED);
+    k = memmem(b, (size_t)st.st_size, "victim-key", 10);
+    CHECK(k != NULL);
+    if (fd < 0 || b == MAP_FAILED || k == NULL)
+        return;
+    /* entries start on cache lines, with their key length (struct sl_entry) */
+    for (off = (size_t)(k - b) & ~(size_t)63; *(uint32_t *)(void *)(b + off) != 10; off -= 64)
+        ;
+    *(uint32_t *)(void *)(b + off) = 0x7fffffff;
+    munmap(b, (size_t)st.st_size);
+    close(fd);
+    fflush(stdout);
+    fflush(stderr);
+    if ((c = fork()) == 0) { /* a crash must not take the test with it */
+        struct sluice_policy p = {0};
+        int rc;
+        alarm(30);
+        if (sluice_open_shared(path, NULL, 0, &l) != 0)
+            _exit(2);
+        sluice_policy_add(&p, SLUICE_FIXED_WINDOW, 20, S);
+        rc = sluice_set_policy(l, &p);
+        if (rc != 0 && rc != -EPROTO)
+            _exit(3);
+        rc = sluice_acquire_at(l, "other", 5, 1, T, NULL);
+        _exit(rc == SLUICE_ALLOW ? 0 : 4);
+    }
+    CHECK_EQ(waitpid(c, &status, 0), c);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "corrupt key length: set_policy killed by signal %d\n", WTERMSIG(status));
+    (void)sluice_unlink_shared(path);
+}
+
 static void test_policy_seen(const char *path)
 {
     struct sluice_config cfg;
@@ -465,6 +528,7 @@ int main(int argc, char **argv)
     test_excl_race(path);
     test_mismatch(path);
     test_bad_files(path);
+    test_corrupt_key_len(path);
     test_policy_seen(path);
     test_unlink_open(path);
     test_two_handles(path);
