@@ -304,8 +304,10 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * must share a pid namespace (dead ones are found by pid, and by whether
  * they still map the file: a process that calls exec(2) while a thread of
  * it is inside a call is gone, its calls with it; where /proc/PID/maps
- * cannot be read, another user's process, such a process holds up the
- * others as a stopped one does until it exits).  A stopped (not
+ * cannot be read, another user's process, or when the new program maps
+ * the file again at the same address, which only happens without address
+ * randomisation, such a process holds up the others as a stopped one
+ * does until it exits).  A stopped (not
  * dead: SIGSTOP, a debugger) process inside a call delays the reuse of
  * removed keys' memory (once none is free, a new key or a reset waits up to
  * 2 s for some and then gets -ENOMEM), and, if it stopped holding a shard's

@@ -131,10 +131,20 @@ struct sl_shm_layout {
 };
 
 /* A process's handle (struct sluice.shm). */
+/* A mapping's device and inode as /proc/PID/maps shows them. */
+struct sl_maps_id {
+    unsigned maj, mnr;
+    unsigned long long ino;
+};
+
 struct sl_shm {
     unsigned char *base;
     size_t size;
     uint64_t dev, ino;          /* the file: another handle of it is the same limiter */
+    /* the mapping as /proc/self/maps shows it, to find in other processes'
+     * (sl_shm_record_dead); maps_known false: not found, no such test */
+    struct sl_maps_id maps_id;
+    bool maps_known;
     struct sl_shm_hdr *hdr;
     struct sl_shm_proc *procs;
     struct sl_shm_shard *shards;
@@ -218,6 +228,9 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start);
  * time (sl_shm_proc_dead), or no longer mapping the file where it did (it
  * called exec(2) while threads of it were inside calls). */
 bool sl_shm_record_dead(const struct sl_shm *m, struct sl_shm_proc *p, uint64_t owner);
+/* At attach, once mapped: this process's mapping of the file, as others
+ * will look for it. */
+void sl_shm_maps_self(struct sl_shm *m);
 uint64_t sl_shm_self_start(void);
 /* The word a record holds while process pid, started at `start`, claims
  * or reclaims it (shm_epoch.c says why). */

@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +84,25 @@ static bool sl_proc_stat(long pid, uint64_t *start, char *state)
     return true;
 }
 
+/* Threads of process pid (/proc/PID/status), 0 if not known.  A process
+ * whose main thread has exited reads as a zombie in /proc/PID/stat while
+ * its other threads still run: a zombie with threads is alive. */
+static unsigned long sl_proc_threads(long pid)
+{
+    char path[64], line[256];
+    unsigned long n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Threads: %lu", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
 uint64_t sl_shm_self_start(void)
 {
     uint64_t start = 0;
@@ -109,50 +127,70 @@ bool sl_shm_proc_dead(uint64_t owner, uint64_t start)
         return access("/proc/self/stat", F_OK) == 0; /* no /proc at all: trust kill */
     if (sl_shm_is_claim(owner))
         now_start = SL_SHM_START_TAG(now_start);
-    return state == 'Z' || state == 'X' || (start != 0 && now_start != start);
+    return (state == 'Z' && sl_proc_threads(pid) <= 1) || state == 'X' ||
+           (start != 0 && now_start != start);
 }
 
 /*
- * Whether process pid maps the file (dev, ino) at base: false only when its
- * /proc/PID/maps says so.  Unreadable (another user's process, no /proc,
- * out of descriptors) is "maps it": the pid test alone decides, as before.
+ * The mapping of process pid that starts at base, from /proc/PID/maps:
+ * 1 found (its device and inode as maps shows them), 0 none starts there,
+ * -1 not known: unreadable (another user's or a non-dumpable process, no
+ * /proc, out of descriptors) or no mapping listed at all (a process whose
+ * main thread has exited lists none there while its other threads run).
+ * Devices as maps shows them, never as stat(2) does: on btrfs a file's
+ * st_dev is not its filesystem's device, and a test against it found
+ * every live process gone.
  */
-static bool sl_proc_maps(long pid, uint64_t base, uint64_t dev, uint64_t ino)
+static int sl_maps_at(long pid, uint64_t base, struct sl_maps_id *id)
 {
     char path[64], line[512];
-    bool found = false, whole = true;
+    bool whole = true, any = false;
+    int found = 0;
     FILE *f;
 
     snprintf(path, sizeof(path), "/proc/%ld/maps", pid);
     if ((f = fopen(path, "re")) == NULL)
-        return true;
-    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        return -1;
+    while (found == 0 && fgets(line, sizeof(line), f) != NULL) {
         unsigned long long lo, hi, off, inode;
         unsigned maj, mnr;
         /* a line longer than the buffer (a long path) goes on in the next
          * reads: only the first piece of a line starts with its fields */
         bool start = whole;
         whole = strchr(line, '\n') != NULL;
+        any = true;
         if (start && sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &lo, &hi, &off, &maj, &mnr,
-                            &inode) == 6)
-            found = lo == base && inode == ino && maj == major((dev_t)dev) &&
-                    mnr == minor((dev_t)dev);
+                            &inode) == 6 && lo == base) {
+            *id = (struct sl_maps_id){maj, mnr, inode};
+            found = 1;
+        }
     }
-    if (ferror(f))
-        found = true; /* not read through: not known */
+    if (ferror(f) || !any)
+        found = -1;
     fclose(f);
     return found;
+}
+
+void sl_shm_maps_self(struct sl_shm *m)
+{
+    m->maps_known = sl_maps_at((long)getpid(), (uint64_t)(uintptr_t)m->base, &m->maps_id) == 1;
 }
 
 bool sl_shm_record_dead(const struct sl_shm *m, struct sl_shm_proc *p, uint64_t owner)
 {
     uint64_t base = sl_load_rlx(&p->base);
+    struct sl_maps_id id;
+    int r;
 
     if (sl_shm_proc_dead(owner, sl_load_rlx(&p->start)))
         return true;
-    /* a claim names its claimer, not the record's owner: never unmapped */
-    return !sl_shm_is_claim(owner) && base != 0 &&
-           !sl_proc_maps((long)(owner & UINT32_MAX), base, m->dev, m->ino);
+    /* a claim names its claimer, not the record's owner: never unmapped;
+     * and a process that could not find its own mapping tests no other's */
+    if (sl_shm_is_claim(owner) || base == 0 || !m->maps_known)
+        return false;
+    r = sl_maps_at((long)(owner & UINT32_MAX), base, &id);
+    return r == 0 || (r == 1 && (id.maj != m->maps_id.maj || id.mnr != m->maps_id.mnr ||
+                                 id.ino != m->maps_id.ino));
 }
 
 /* Free a dead process's record.  Only the CAS winner touches the counters,

@@ -319,6 +319,7 @@ static int sl_shm_attach(int fd, const struct sluice_config *cfg, struct sluice 
     m->shard_shift = 64 - sl_bits(h->nshards - 1);
     pthread_mutex_init(&m->mu, NULL);
     sl_shm_holder_init(m);
+    sl_shm_maps_self(m);
     sl_shm_policy_bind(m, pol);
     l->shm = m;
     l->shm_gen = &h->pol_gen;
