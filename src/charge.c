@@ -35,7 +35,8 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
 
     /* Moves may come faster than one is followed (a set_policy loop and
      * peeks): the bound only keeps a call finite against a writer that
-     * never stops; past it the charge stays spent. */
+     * never stops; past it a private limiter's walk ends under its shard
+     * lock (below), and a shared limiter's charge stays spent. */
     for (int hops = 0; w != NULL && hops < SL_UNDO_HOPS; hops++) {
         /* read under the shard lock: the writer that froze the word is
          * done, and no other is midway (a freeze undone and another begun) */
@@ -50,6 +51,28 @@ static __attribute__((noinline)) void sl_undo_carried(struct sl_target *g, unsig
         }
         if (lim->ops->undo(lim, w, cost, g->receipt[j]))
             return;
+    }
+    /* Not caught up: each hop above takes the shard lock the mover takes
+     * for each move, so a set_policy-and-peek loop can add moves as fast
+     * as they are followed (a mutex convoy on a loaded machine: 4096 hops
+     * in 7 ms, the charge left spent and the call charged again).  A
+     * private entry is frozen, carried and marked only under its shard
+     * lock (sl_entry_replace, the reaps, sl_table_unpublish_untouched), so
+     * with the lock held throughout no move comes, every word read is
+     * settled, and the rest of the chain (entries unpublished during this
+     * call's section, so not reclaimed) is walked to its end. */
+    if (w != NULL && g->l->shm == NULL) {
+        sl_shard_lock(g->s);
+        for (;;) {
+            uint64_t v = sl_load_acq(w);
+            if (!(v & SL_DEAD)) {
+                (void)lim->ops->undo(lim, w, cost, g->receipt[j]); /* live: cannot freeze */
+                break;
+            }
+            if (v == SL_DEAD || (w = sl_word_of_id(v & ~SL_DEAD)) == NULL)
+                break;
+        }
+        sl_shard_unlock(g->s);
     }
 }
 
