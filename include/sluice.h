@@ -222,6 +222,8 @@ struct sluice_result {
 #define SLUICE_F_AT_MAX_KEYS 8u
 
 struct sluice_stats {
+    /* allowed, denied: charging decisions (cost 0 and peeks not counted); a
+     * request on several keys counts once in each limiter it names */
     uint64_t keys, allowed, denied, inserted, reaped, full;
     uint64_t memory_bytes; /* bytes held by the limiter, tables and keys included */
     uint64_t clock;        /* (2.0) the enum sluice_clock in use: SLUICE_CLOCK_TSC asked
@@ -447,6 +449,14 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * A new key of a full limiter is decided by that limiter's when_full: one
  * failing closed denies the whole request (SLUICE_F_FULL, key_index names
  * it), one failing open admits that key untracked.
+ * A denial makes no key: while some key is absent (or its policy changed),
+ * the request is first decided read-only, as sluice_peek_at() would (an
+ * absent key reads as fresh, and a fresh key never denies), and a denial
+ * there ends it; a key made for a request that is denied after all (a
+ * full limiter failing closed, a charge that lost a race) is taken back,
+ * unless another call has charged it meanwhile.  So one spent client IP
+ * cannot fill the user limiter beside it with new user ids.
+ * SLUICE_F_NEW_KEY names a key made that stands.
  * res describes the binding limit; res->key_index says of which key (its
  * first index in keys[] if it was given twice).
  * Returns as sluice_acquire_at(), plus -EINVAL for n == 0, n > 16, NULL keys

@@ -162,6 +162,19 @@ static int sl_decide_resolving(struct sl_thread *t, struct sl_target *g, size_t 
 
     if (n > 1 && (rc = sl_cost_check(g, n, cost)) < 0)
         return rc;
+    /* Several keys, some absent or moving: decided read-only first, as a
+     * peek at this instant (absent keys read as fresh, made by nothing).
+     * A denial ends here, having made no key: a key made for a request
+     * that an already spent key denies would take a place under max_keys
+     * for nothing (one spent IP, sending a new user id with every refused
+     * request, filled the user limiter).  A fresh key never denies, so
+     * the denial is an existing key's, and a serial order gives it. */
+    if (charge && n > 1) {
+        rc = sl_decide_resolving(t, g, n, cost, now, false, res, flags);
+        if (rc != SL_OK)
+            return rc;
+        rc = 0;
+    }
     for (;;) {
         *flags = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
@@ -210,19 +223,25 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
      * the state as it is. */
     if (cost == 0 && rc == SL_NO)
         rc = SL_OK;
-    if (rc >= 0 && res != NULL)
+    /* An error makes nothing, nor does a denial: a key this call inserted
+     * before a later key failed (a racing set_policy's -E2BIG, -ENOMEM) or
+     * denied (a full limiter failing closed, a charge that lost a race) is
+     * taken out again, unless another call has charged it since: it would
+     * hold a place under max_keys for nothing. */
+    if (rc < 0 || rc == SL_NO)
+        for (size_t i = 0; i < n; i++)
+            if (g[i].pinned != NULL && sl_target_take_back(&g[i]))
+                g[i].flags &= ~SLUICE_F_NEW_KEY;
+    if (rc >= 0 && res != NULL) {
+        if (flags & SLUICE_F_NEW_KEY) /* only while a key it made stands */
+            for (size_t i = flags = 0; i < n; i++)
+                flags |= g[i].flags;
         sl_result_finish(res, rc, flags);
+    }
     if (rc >= 0 && charge)
         sl_count_decision(t, g, n, rc == SL_OK);
     for (size_t i = 0; i < n; i++) {
-        /* an error makes nothing: a key this call inserted before a later
-         * key failed (a racing set_policy's -E2BIG, -ENOMEM) is taken out
-         * again, unless another call has charged it since */
-        if (rc < 0 && g[i].pinned != NULL && g[i].l->shm != NULL)
-            sl_shm_unpublish_untouched(&g[i]);
-        else if (rc < 0 && g[i].pinned != NULL)
-            sl_table_unpublish_untouched(g[i].s, g[i].h, g[i].pinned, g[i].takeback);
-        else if (g[i].pinned != NULL && g[i].l->shm == NULL)
+        if (g[i].pinned != NULL && g[i].l->shm == NULL && g[i].takeback != NULL)
             sl_limbo_retire(t, g[i].takeback); /* not needed: kept or freed */
         sl_target_unpin(&g[i]);
     }

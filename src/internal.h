@@ -311,7 +311,7 @@ sl_aword *sl_shm_word_of_id(struct sluice *l, uint64_t id, uint32_t nwords);
 /* Wait for the writer of g's key's shard; w non-NULL: *v = *w read while
  * holding its lock (no writer midway). */
 void sl_shm_wait(struct sl_target *g, sl_aword *w, uint64_t *v);
-void sl_shm_unpublish_untouched(struct sl_target *g);
+bool sl_shm_unpublish_untouched(struct sl_target *g);
 void sl_shm_stat(struct sluice *l, const struct sl_thread *t, bool allowed);
 void sl_shm_stats(struct sluice *l, struct sluice_stats *out);
 size_t sl_shm_reap(struct sluice *l, uint64_t now);

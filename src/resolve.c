@@ -117,6 +117,17 @@ uint64_t sl_target_settled(struct sl_target *g, sl_aword *w)
     return v;
 }
 
+bool sl_target_take_back(struct sl_target *g)
+{
+    bool back;
+
+    if (g->l->shm != NULL)
+        return sl_shm_unpublish_untouched(g);
+    back = sl_table_unpublish_untouched(g->s, g->h, g->pinned, g->takeback);
+    g->takeback = NULL;
+    return back;
+}
+
 /* A key the table had no room for, of a limiter that fails closed, denies
  * the whole request; one that fails open is admitted untracked. */
 bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which)

@@ -30,6 +30,10 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
 void sl_target_wait(struct sl_target *g);
 /* The same, returning *w read under the key's shard lock (w NULL: 0). */
 uint64_t sl_target_settled(struct sl_target *g, sl_aword *w);
+/* Take back the key g's call made (g->pinned), unless another call has
+ * charged it since; true if it was.  A private limiter's retirement batch
+ * goes with it (g->takeback NULL after). */
+bool sl_target_take_back(struct sl_target *g);
 /* Some key is untracked (full) under a fail-closed limiter: *which. */
 bool sl_full_denies(const struct sl_target *g, size_t n, size_t *which);
 /* -E2BIG if cost exceeds some key's least capacity, before anything is made. */

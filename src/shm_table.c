@@ -554,7 +554,7 @@ bool sl_shm_starved(struct sl_target *g, size_t n, unsigned round, uint64_t *unt
     return true;
 }
 
-void sl_shm_unpublish_untouched(struct sl_target *g)
+bool sl_shm_unpublish_untouched(struct sl_target *g)
 {
     struct sluice *l = g->l;
     struct sl_shm *m = l->shm;
@@ -562,6 +562,7 @@ void sl_shm_unpublish_untouched(struct sl_target *g)
     struct sl_entry *e = g->pinned;
     struct sl_policy *pol = sl_shm_policy(l, e->polref);
     sl_aword *slot;
+    bool back = false;
 
     sl_shm_lock(l, s);
     if (pol != NULL && sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e &&
@@ -569,6 +570,8 @@ void sl_shm_unpublish_untouched(struct sl_target *g)
         sl_shm_remove(m, s, slot, e, pol);
         sl_uncount(&m->hdr->nkeys, 1);
         sl_uncount(&m->hdr->inserted, 1);
+        back = true;
     }
     sl_shm_unlock(l, s);
+    return back;
 }

@@ -420,12 +420,13 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
     return removed;
 }
 
-void sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entry *e,
-                              struct sl_limbo *batch)
+bool sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entry *e,
+                                  struct sl_limbo *batch)
 {
     struct sluice *l = s->owner;
     struct sl_thread *th = sl_thread_get(); /* the caller's, made already */
     struct sl_slots *t;
+    bool back = false;
 
     sl_shard_lock(s);
     t = atomic_load_explicit(&s->slots, memory_order_relaxed);
@@ -438,9 +439,11 @@ void sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entr
         s->live--;
         sl_uncount(&l->nkeys, 1);
         sl_uncount(&l->inserted, 1);
+        back = true;
     }
     sl_shard_unlock(s);
     sl_limbo_retire(th, batch);
+    return back;
 }
 
 size_t sl_table_reap_shard(struct sl_shard *s, uint64_t now, uint64_t idle_ttl)

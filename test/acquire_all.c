@@ -1,8 +1,8 @@
 /*
  * sluice_acquire_all as an outside caller meets it: repeated keys are one
  * key, each limiter's when_full decides its own new keys, a denial's
- * retry_after covers every limit of every key, and an admission reports the
- * state after its charge.  Each case once hung, over-admitted or lied;
+ * retry_after covers every limit of every key, an admission reports the
+ * state after its charge, and a denial makes no key.  Each case once hung, over-admitted or lied;
  * a watchdog turns a hang into a failure.
  */
 #include <signal.h>
@@ -226,6 +226,86 @@ static void present_keys(void)
     sluice_destroy(s);
 }
 
+/* The user limiter under a spent IP: denied requests, each with a user id
+ * of its own, must leave it as it was.  They made every user key before:
+ * one IP filled max_keys (4) with keys that never admitted anything, and a
+ * new user of another IP was then refused as full. */
+static void denied_user_limiter(sluice_t *ip, sluice_t *user, const char *what)
+{
+    struct sluice_result r;
+    struct sluice_stats st;
+
+    CHECK_EQ(sluice_acquire_at(ip, "10.0.0.1", 8, 1, 0, &r), SLUICE_ALLOW); /* spent: 1/s */
+    for (unsigned i = 0; i < 100; i++) {
+        char id[16];
+        size_t n = (size_t)snprintf(id, sizeof(id), "user%u", i);
+        struct sluice_key k[2] = {{ip, "10.0.0.1", 8}, {user, id, n}};
+        CHECK_EQ(sluice_acquire_all(k, 2, 1, 1000 + i, &r), SLUICE_DENY);
+        CHECK_EQ(r.key_index, 0u);
+        CHECK(!(r.flags & (SLUICE_F_NEW_KEY | SLUICE_F_FULL)));
+        CHECK_EQ(sluice_reset(user, id, n), -ENOENT);
+    }
+    sluice_stats(user, &st);
+    CHECK_U64(st.keys, 0);
+    CHECK_U64(st.inserted, 0);
+    /* a new user behind another IP: admitted, tracked */
+    struct sluice_key ok[2] = {{ip, "10.0.0.2", 8}, {user, "alice", 5}};
+    CHECK_EQ(sluice_acquire_all(ok, 2, 1, 2000, &r), SLUICE_ALLOW);
+    CHECK((r.flags & SLUICE_F_NEW_KEY) && !(r.flags & SLUICE_F_FULL));
+    sluice_stats(user, &st);
+    CHECK_U64(st.keys, 1);
+    if (t_failures)
+        fprintf(stderr, "  (in denied_makes_nothing, %s)\n", what);
+}
+
+/* A full limiter that fails closed denies the request: the keys made in
+ * the other limiters before its turn are taken back too. */
+static void full_denial_takes_back(void)
+{
+    struct sluice_policy p = one(SLUICE_GCRA, 10, NS_PER_S);
+    sluice_t *a = make(&p, 100, 1, SLUICE_FULL_DENY), *b = make(&p, 1, 1, SLUICE_FULL_DENY);
+    struct sluice_key k[2] = {{a, "new", 3}, {b, "other", 5}};
+    struct sluice_result r;
+    struct sluice_stats st;
+
+    CHECK_EQ(sluice_acquire_at(b, "held", 4, 1, NS_PER_S, &r), SLUICE_ALLOW); /* b is full */
+    CHECK_EQ(sluice_acquire_all(k, 2, 1, NS_PER_S, &r), SLUICE_DENY);
+    CHECK((r.flags & SLUICE_F_FULL) && !(r.flags & SLUICE_F_NEW_KEY));
+    CHECK_EQ(r.key_index, 1u);
+    sluice_stats(a, &st);
+    CHECK_U64(st.keys, 0);
+    CHECK_U64(st.inserted, 0);
+    CHECK_EQ(sluice_reset(a, "new", 3), -ENOENT);
+    sluice_destroy(a);
+    sluice_destroy(b);
+}
+
+static void denied_makes_nothing(void)
+{
+    struct sluice_policy p1 = one(SLUICE_GCRA, 1, NS_PER_S), p10 = one(SLUICE_GCRA, 10, NS_PER_S);
+    struct sluice_config cfg;
+    char path[128];
+    sluice_t *ip = make(&p1, 100, 0, SLUICE_FULL_DENY), *user;
+
+    user = make(&p10, 4, 1, SLUICE_FULL_DENY);
+    denied_user_limiter(ip, user, "private");
+    sluice_destroy(user);
+    sluice_destroy(ip);
+
+    sluice_config_init(&cfg);
+    cfg.policy = p10;
+    cfg.max_keys = 4;
+    t_shm_path(path, sizeof(path), "acquire-all-denied");
+    user = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    ip = make(&p1, 100, 0, SLUICE_FULL_DENY);
+    denied_user_limiter(ip, user, "shared");
+    sluice_destroy(user);
+    sluice_destroy(ip);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+
+    full_denial_takes_back();
+}
+
 static void watchdog(int sig)
 {
     (void)sig;
@@ -244,7 +324,8 @@ int main(int argc, char **argv)
                  {"duplicates", duplicates},
                  {"when_full", when_full_per_limiter},
                  {"retry", retry_covers_all},
-                 {"present", present_keys}};
+                 {"present", present_keys},
+                 {"denied", denied_makes_nothing}};
 
     signal(SIGALRM, watchdog);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -383,21 +383,19 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             return 1;
         }
     }
-    /* then resolve in order: each key created (not by peek) and migrated */
+    /* then resolve in order: each key migrated; an absent one is fresh, and
+     * made only by a request that admits (a denial makes no key: the
+     * library decides read-only first; a key a racing change made it make
+     * is an LC_RESOLVE step's), or by an attempt's charge left standing */
     for (int i = 0; i < n; i++) {
         struct lc_key *k = &s->k[keys[i]];
         want = lc_want(w, s, keys[i]);
-        if (op->kind == LC_PEEK && k->exists == 0) {
-            if (k->pol < 0)
-                lc_layout(w, s, keys[i], want); /* never created: fresh in any layout */
-            else
-                lc_migrate(w, s, keys[i], want, k->ovr < 0);
-            continue;
-        }
+        if (k->exists == 0 && k->pol < 0)
+            lc_layout(w, s, keys[i], want); /* never created: fresh in any layout */
+        else
+            lc_migrate(w, s, keys[i], want, k->ovr < 0);
         if (op->kind != LC_PEEK)
-            lc_create(w, s, keys[i]);
-        lc_migrate(w, s, keys[i], want, k->ovr < 0);
-        pairs += w->pol[want].nlimits;
+            pairs += w->pol[want].nlimits;
     }
     rc = SLUICE_ALLOW;
     for (int i = 0; i < n; i++)
@@ -406,6 +404,8 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     lc_model_rc = rc;
     if (branch == 1) /* a transient denial: another call's reservation seen */
         return op->transient_ok && rc == SLUICE_ALLOW && op->rc == SLUICE_DENY;
+    for (int i = 0; op->kind != LC_PEEK && (rc == SLUICE_ALLOW || branch >= 2) && i < n; i++)
+        lc_create(w, s, keys[i]);
     if (branch >= 2) { /* leftovers: an attempt charged and could not take it all back */
         unsigned m = branch - 2, bit = 0;
         if (!op->leftover_ok || op->kind == LC_PEEK || m == 0 || m >> pairs != 0)
