@@ -721,9 +721,11 @@ int main(int argc, char **argv)
     for (int t = 0; t < MAX_THREADS; t++)
         pthread_join(th[t], NULL);
     printf("linearize: %" PRIu64 " histories (random %" PRIu64 ", rollback %" PRIu64
-           ", policy %" PRIu64 ", refill %" PRIu64 ", dup %" PRIu64 ") in %.1f s\n",
+           ", policy %" PRIu64 ", refill %" PRIu64 ", dup %" PRIu64 ", reap %" PRIu64
+           ") in %.1f s\n",
            n_ok + n_under_explained + n_under_unexplained + n_violations + n_budget,
-           per_shape[0], per_shape[1], per_shape[2], per_shape[3], per_shape[4], now_s() - t0);
+           per_shape[0], per_shape[1], per_shape[2], per_shape[3], per_shape[4], per_shape[5],
+           now_s() - t0);
     printf("linearize: linearizable %" PRIu64 ", under-admission by a racing rollback %" PRIu64
            ", unexplained under-admission %" PRIu64 ", search budget out %" PRIu64
            ", VIOLATIONS %" PRIu64 "\n",
