@@ -379,7 +379,12 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  *   -ENOMEM       the new key could not be allocated (on a shared limiter:
  *                 no entry came free in 2 s, see sluice_open_shared).
  * Lock-free for existing keys: a denial writes no shared memory; an admission
- * is one CAS per limit (a short per-key write section for SLIDING_LOG).
+ * is one CAS per limit (a short per-key write section for SLIDING_LOG) and
+ * one on the key's latest-admission time.  A charge made and then found
+ * racing a change (its key moved by set_policy, an override or a reset, or
+ * decided behind a racing admission) is taken back and decided again; if
+ * another call charged that limit meanwhile, it stays spent instead: fewer
+ * admitted, never more.
  * Times earlier than the key's latest admission are decided as at that
  * time, so stale or backward clocks never admit more (times are compared
  * modulo 2^64).  GCRA alone reads a key correctly across the clock's wrap

@@ -205,6 +205,7 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
 {
     unsigned flags = 0;
     size_t frozen = 0;
+    bool made_back = false, made_stands = false;
     int rc = -EAGAIN;
 
     SL_ASSERT(sl_epoch_active(t));
@@ -228,23 +229,24 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
      * denied (a full limiter failing closed, a charge that lost a race) is
      * taken out again, unless another call has charged it since: it would
      * hold a place under max_keys for nothing. */
-    if (rc < 0 || rc == SL_NO)
-        for (size_t i = 0; i < n; i++)
-            if (g[i].pinned != NULL && sl_target_take_back(&g[i]))
-                g[i].flags &= ~SLUICE_F_NEW_KEY;
-    if (rc >= 0 && res != NULL) {
-        if (flags & SLUICE_F_NEW_KEY) /* only while a key it made stands */
-            for (size_t i = flags = 0; i < n; i++)
-                flags |= g[i].flags;
-        sl_result_finish(res, rc, flags);
-    }
-    if (rc >= 0 && charge)
-        sl_count_decision(t, g, n, rc == SL_OK);
     for (size_t i = 0; i < n; i++) {
-        if (g[i].pinned != NULL && g[i].l->shm == NULL && g[i].takeback != NULL)
-            sl_limbo_retire(t, g[i].takeback); /* not needed: kept or freed */
+        if (g[i].pinned == NULL)
+            continue;
+        if ((rc < 0 || rc == SL_NO) && sl_target_take_back(&g[i])) {
+            made_back = true;
+        } else {
+            made_stands = true;
+            if (g[i].l->shm == NULL && g[i].takeback != NULL)
+                sl_limbo_retire(t, g[i].takeback); /* not needed: kept or freed */
+        }
         sl_target_unpin(&g[i]);
     }
+    if (made_back && !made_stands)
+        flags &= ~SLUICE_F_NEW_KEY; /* told only of a key made that stands */
+    if (rc >= 0 && res != NULL)
+        sl_result_finish(res, rc, flags);
+    if (rc >= 0 && charge)
+        sl_count_decision(t, g, n, rc == SL_OK);
     return rc < 0 ? rc : rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }
 
