@@ -171,6 +171,7 @@ static int sl_decide_resolving(struct sl_thread *t, struct sl_target *g, size_t 
      * the denial is an existing key's, and a serial order gives it. */
     if (charge && n > 1) {
         rc = sl_decide_resolving(t, g, n, cost, now, false, res, flags);
+        *flags &= ~SLUICE_F_AT_MAX_KEYS; /* a peek's flag: an acquire reaps instead */
         if (rc != SL_OK)
             return rc;
         rc = 0;

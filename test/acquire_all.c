@@ -276,6 +276,13 @@ static void full_denial_takes_back(void)
     CHECK_U64(st.keys, 0);
     CHECK_U64(st.inserted, 0);
     CHECK_EQ(sluice_reset(a, "new", 3), -ENOENT);
+    /* denied by a spent key before the full limiter's turn: read-only,
+     * and without the peek's SLUICE_F_AT_MAX_KEYS */
+    CHECK_EQ(sluice_acquire_at(a, "spent", 5, 10, NS_PER_S, &r), SLUICE_ALLOW);
+    struct sluice_key spent[2] = {{a, "spent", 5}, {b, "other", 5}};
+    CHECK_EQ(sluice_acquire_all(spent, 2, 1, NS_PER_S, &r), SLUICE_DENY);
+    CHECK_EQ(r.key_index, 0u);
+    CHECK(!(r.flags & (SLUICE_F_AT_MAX_KEYS | SLUICE_F_FULL | SLUICE_F_NEW_KEY)));
     sluice_destroy(a);
     sluice_destroy(b);
 }
