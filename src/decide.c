@@ -228,8 +228,9 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
     /* An error makes nothing, nor does a denial: a key this call inserted
      * before a later key failed (a racing set_policy's -E2BIG, -ENOMEM) or
      * denied (a full limiter failing closed, a charge that lost a race) is
-     * taken out again, unless another call has charged it since: it would
-     * hold a place under max_keys for nothing. */
+     * taken out again, unless it was charged or moved since (this call's
+     * own charge taken back included): it would hold a place under
+     * max_keys for nothing. */
     for (size_t i = 0; i < n; i++) {
         if (g[i].pinned == NULL)
             continue;

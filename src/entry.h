@@ -348,8 +348,8 @@ static inline sl_aword *sl_word_of_id(uint64_t id)
 {
     return (sl_aword *)(uintptr_t)(id << 3);
 }
-/* Take back the key this failing call inserted, if nobody has charged it
- * since (shard lock taken here, inside an epoch section); batch is retired
+/* Take back the key this failing or denied call inserted, if nobody has
+ * charged it since (shard lock taken here, inside an epoch section); batch is retired
  * either way.  true: taken back. */
 struct sl_limbo;
 bool sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entry *e,
