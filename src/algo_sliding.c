@@ -68,15 +68,17 @@ static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j,
 }
 
 /* Units in the window ending at sub-bucket eff.  The slot steps along with
- * j, so the window costs one reduction mod nb, not one per sub-bucket. */
+ * j, so the window costs one reduction mod nb, not one per sub-bucket.
+ * Every walk up to eff counts its steps: eff is 2^64 - 1 at the top of time
+ * with 1 ns sub-buckets, where `j <= eff` never ends (the fuzzer's hang). */
 static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff, uint64_t hidx,
                             uint64_t hcnt)
 {
     uint64_t sum = 0, first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
     uint64_t slot = sliding_slot(lim, first);
 
-    for (uint64_t j = first; j <= eff; j++) {
-        sum += sliding_units(lim, w, j, slot, hidx, hcnt);
+    for (uint64_t k = 0; k <= eff - first; k++) {
+        sum += sliding_units(lim, w, first + k, slot, hidx, hcnt);
         slot = slot + 1 == lim->nb ? 0 : slot + 1;
     }
     return sum;
@@ -218,8 +220,8 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
      * the head (left ahead by a charge taken back, or one in flight) the
      * window reads full until the head's sub-bucket begins, and its real
      * units count from then on (a denial there said retry 0). */
-    for (uint64_t j = first; j <= eff; j++) {
-        uint64_t units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
+    for (uint64_t k = 0; k <= eff - first; k++) {
+        uint64_t j = first + k, units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
         if (units == 0)
             continue;
         newest = j;
@@ -290,7 +292,7 @@ static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uin
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
-    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, sum = 0, at = 0;
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, first, sum = 0, at = 0;
     bool behind; /* carried as it is: the old entry's state, not a decision */
 
     if (from->width == to->width) {
@@ -313,11 +315,13 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
      * several land in one.  Units a coarse window no longer counts stay in
      * the ring: a finer window after a later change can still reach them. */
     eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
-    for (uint64_t j = eff >= from->nb ? eff - from->nb : 0; j <= eff; j++) {
-        uint64_t units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt), to_j;
+    first = eff >= from->nb ? eff - from->nb : 0;
+    for (uint64_t k = 0; k <= eff - first; k++) {
+        uint64_t j = first + k, to_j;
+        uint64_t units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt);
         if (units == 0)
             continue;
-        to_j = sl_u128_sat((sl_u128)(j + 1) * from->width - 1);
+        to_j = sl_u128_sat(((sl_u128)j + 1) * from->width - 1);
         to_j = sl_min64(to_j, sl_max64(now, to_j - (from->width - 1))) / to->width;
         if (sum != 0 && to_j != at) {
             sliding_raise(to, tw, at, sl_min64(sum, to->cmask));

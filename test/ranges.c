@@ -9,6 +9,9 @@
  * The reported cases: GCRA at 1,000,000,007/s; approximate sliding at 2^26
  * and 2^27-1 (idle 300-500 s); fixed and sliding windows at 2^46.
  */
+#include <signal.h>
+#include <unistd.h>
+
 #include "helpers.h"
 #include "internal.h"
 #include "model.h"
@@ -348,6 +351,75 @@ static void test_waits_past_the_top(void)
 }
 
 /*
+ * The finest sub-bucket at the top of time (the fuzzer's find, a hang
+ * seen once in CI): with 1 ns sub-buckets a call stamped 2^64 - 1 is in
+ * sub-bucket 2^64 - 1, and the sliding window's walks up to it
+ * (`j <= eff`) never ended, in a decision, its report and a policy carry.
+ * Every algorithm at its finest width: each call returns (SIGALRM says
+ * which did not), and no instant admits more than the limit's count.
+ */
+static const char *volatile top_now = "";
+
+static void top_hung(int sig)
+{
+    (void)sig;
+    fprintf(stderr, "hung: %s\n", top_now);
+    _exit(1);
+}
+
+static void finest_case(const char *what, struct sluice_limit d, struct sluice_limit after)
+{
+    const uint64_t m = UINT64_MAX;
+    sluice_t *l = t_limiter1(d.algo, d.count, d.period_ns, d.burst, d.precision_ns);
+    struct sluice_policy p = {.nlimits = 1, .limits = {after}};
+    struct sluice_result r;
+    unsigned admitted = 0;
+    /* what one instant admits at most: GCRA's burst, else the count */
+    uint64_t cap = d.algo == SLUICE_GCRA && d.burst ? d.burst : d.count;
+    uint64_t cap_after = after.algo == SLUICE_GCRA && after.burst ? after.burst : after.count;
+
+    top_now = what;
+    alarm(20);
+    for (uint64_t k = 0; k < cap + 2; k++)
+        admitted += sluice_acquire_at(l, "k", 1, 1, m, &r) == SLUICE_ALLOW;
+    CHECK(admitted <= cap);
+    CHECK(admitted >= 1); /* a fresh key admits at any time */
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, m, &r), SLUICE_DENY);
+    CHECK_EQ(sluice_peek_at(l, "fresh", 5, 1, m, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k2", 2, 1, m - 1, &r), SLUICE_ALLOW);
+    (void)sluice_acquire_at(l, "k2", 2, 1, m, &r);
+    /* carried to a policy of another width, then decided there */
+    CHECK_EQ(sluice_set_policy(l, &p), 0);
+    admitted = 0;
+    for (uint64_t k = 0; k < cap_after + 2; k++)
+        admitted += sluice_acquire_at(l, "k", 1, 1, m, &r) == SLUICE_ALLOW;
+    CHECK(admitted <= cap_after);
+    (void)sluice_acquire_at(l, "k2", 2, 1, m, &r);
+    alarm(0);
+    sluice_destroy(l);
+}
+
+static void test_finest_width_at_the_top(void)
+{
+    signal(SIGALRM, top_hung);
+    finest_case("sliding, period 1 ns", mk(SLUICE_SLIDING_WINDOW, 3, 1, 0, 0),
+                mk(SLUICE_SLIDING_WINDOW, 4, 10, 0, 1));
+    finest_case("sliding, 1 ns precision", mk(SLUICE_SLIDING_WINDOW, 3, 10, 0, 1),
+                mk(SLUICE_SLIDING_WINDOW, 3, 10, 0, 2));
+    finest_case("sliding, 2^17 sub-buckets of 1 ns",
+                mk(SLUICE_SLIDING_WINDOW, 3, UINT64_C(1) << 17, 0, 1),
+                mk(SLUICE_SLIDING_WINDOW, 5, 1, 0, 0));
+    finest_case("fixed, period 1 ns", mk(SLUICE_FIXED_WINDOW, 3, 1, 0, 0),
+                mk(SLUICE_FIXED_WINDOW, 2, 3, 0, 0));
+    finest_case("approximate, period 1 ns", mk(SLUICE_APPROX_SLIDING, 3, 1, 0, 0),
+                mk(SLUICE_APPROX_SLIDING, 2, 2, 0, 0));
+    finest_case("log, period 1 ns", mk(SLUICE_SLIDING_LOG, 3, 1, 0, 0),
+                mk(SLUICE_SLIDING_LOG, 2, 5, 0, 0));
+    finest_case("gcra, 1 per ns", mk(SLUICE_GCRA, 1, 1, 3, 0), mk(SLUICE_GCRA, 2, 1, 0, 0));
+    signal(SIGALRM, SIG_DFL);
+}
+
+/*
  * The clock's wrap at 2^64 ns (an outside tester's find): the windowed
  * algorithms number windows from 0, so a key spent just before the wrap
  * read, 2 ns later, as fresh or as full by the accident of the index
@@ -547,6 +619,7 @@ int main(void)
     test_fixed_sliding();
     test_log_top_of_time();
     test_waits_past_the_top();
+    test_finest_width_at_the_top();
     test_clock_wrap();
     test_idle_beyond_range();
     test_busy_beyond_ring(false);
