@@ -162,7 +162,20 @@ struct log_view {
     bool fits;
 };
 
-/* Decide `cost` on the current words (caller validates the snapshot). */
+/*
+ * Decide `cost` on the current words (caller validates the snapshot).
+ * The units counted are those stamped after now - period, the ones past
+ * now included: as full as the log reads at any time from now to its
+ * newest stamp.  A stamp past now is a charge whose time is not yet the
+ * key's latest (decide.c clamps a call to that): one in flight, or taken
+ * back but kept.  Read at that stamp instead, the log let a call at now
+ * fit where its units had left, while the key's other limits, not yet
+ * charged, read at now: an admission no order gives (linearize: [log 5
+ * per 2 s, window 3 per s], 3 units at 1 s, a charge at 3.5 s in flight,
+ * 3 more admitted at 2 s).  Fewer admitted then, never more; decisions at
+ * the key's latest time or after are unchanged.  A charge is stamped at
+ * eff, so the ring stays in time order.
+ */
 static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                      struct log_view *v)
 {
@@ -174,7 +187,7 @@ static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64
     v->blocker = 0;
     if (cost > 0 && v->n + cost > count) {
         v->blocker = log_ts(lim, w, v->n + cost - count - 1);
-        v->fits = log_expired(lim->def.period_ns, v->blocker, v->eff);
+        v->fits = log_expired(lim->def.period_ns, v->blocker, now);
     }
 }
 
@@ -259,7 +272,7 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
-        inwin = log_in_window(lim, w, v.n, v.eff);
+        inwin = log_in_window(lim, w, v.n, now); /* as log_view counts */
         newest_end = v.n ? (sl_u128)log_ts(lim, w, v.n - 1) + lim->def.period_ns : 0;
         if (!log_read_valid(w, s))
             continue;
