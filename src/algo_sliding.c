@@ -316,13 +316,20 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
      * the ring: a finer window after a later change can still reach them. */
     eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
     first = eff >= from->nb ? eff - from->nb : 0;
+    /* `now` comes from the key's last_ns, where the three latest times all
+     * read as UINT64_MAX - 2 (sl_last_encode): units admitted at
+     * UINT64_MAX placed there landed a sub-bucket early and left a window
+     * of one (an outside tester: 5 + 5 of 5 after a precision change at
+     * 2^64 - 1).  Never before their own times wins: there, decisions
+     * resuming at UINT64_MAX - 2 read the head as ahead, so full. */
+    uint64_t latest = now >= UINT64_MAX - 2 ? UINT64_MAX : now;
     for (uint64_t k = 0; k <= eff - first; k++) {
         uint64_t j = first + k, to_j;
         uint64_t units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt);
         if (units == 0)
             continue;
         to_j = sl_u128_sat(((sl_u128)j + 1) * from->width - 1);
-        to_j = sl_min64(to_j, sl_max64(now, to_j - (from->width - 1))) / to->width;
+        to_j = sl_min64(to_j, sl_max64(latest, to_j - (from->width - 1))) / to->width;
         if (sum != 0 && to_j != at) {
             sliding_raise(to, tw, at, sl_min64(sum, to->cmask));
             sum = 0;

@@ -420,6 +420,49 @@ static void test_finest_width_at_the_top(void)
 }
 
 /*
+ * A sliding window's precision changed at the top of time (an outside
+ * tester: 5 + 5 admitted of 5 at 2^64 - 1).  A key's latest admission is
+ * kept as 1 + its time, and the three latest times all read back as
+ * 2^64 - 3 (sl_last_encode); the carry to a coarser width placed units
+ * no later than that, so units admitted at 2^64 - 1 landed a sub-bucket
+ * early and left a window of one sub-bucket.  By set_policy and by an
+ * override, at each of the three latest times.
+ */
+static void precision_case(uint64_t period, uint64_t prec, uint64_t prec_to, uint64_t t,
+                           bool override)
+{
+    sluice_t *l = t_limiter1(SLUICE_SLIDING_WINDOW, 5, period, 0, prec);
+    struct sluice_policy p = {.nlimits = 1,
+                              .limits = {mk(SLUICE_SLIDING_WINDOW, 5, period, 0, prec_to)}};
+    unsigned before = 0, after = 0;
+
+    for (int k = 0; k < 8; k++)
+        before += sluice_acquire_at(l, "k", 1, 1, t, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(override ? sluice_override_set(l, "k", 1, &p) : sluice_set_policy(l, &p), 0);
+    for (int k = 0; k < 8; k++)
+        after += sluice_acquire_at(l, "k", 1, 1, t, NULL) == SLUICE_ALLOW;
+    CHECK_U64(before, 5);
+    CHECK_U64(after, 0);
+    if (after != 0)
+        fprintf(stderr, "precision %llu -> %llu of %llu ns at 2^64 - %llu%s: %u + %u of 5\n",
+                (unsigned long long)prec, (unsigned long long)prec_to,
+                (unsigned long long)period, (unsigned long long)(UINT64_MAX - t + 1),
+                override ? " (override)" : "", before, after);
+    sluice_destroy(l);
+}
+
+static void test_precision_at_the_top(void)
+{
+    static const uint64_t c[][3] = {{7, 3, 7}, {3, 2, 3}, {5, 2, 5}, {5, 4, 5}, {17, 16, 17},
+                                    {17, 2, 17}, {7, 1, 7}, {7, 7, 3}};
+
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        for (uint64_t back = 0; back < 3; back++)
+            for (int ov = 0; ov < 2; ov++)
+                precision_case(c[i][0], c[i][1], c[i][2], UINT64_MAX - back, ov);
+}
+
+/*
  * The clock's wrap at 2^64 ns (an outside tester's find): the windowed
  * algorithms number windows from 0, so a key spent just before the wrap
  * read, 2 ns later, as fresh or as full by the accident of the index
@@ -620,6 +663,7 @@ int main(void)
     test_log_top_of_time();
     test_waits_past_the_top();
     test_finest_width_at_the_top();
+    test_precision_at_the_top();
     test_clock_wrap();
     test_idle_beyond_range();
     test_busy_beyond_ring(false);
