@@ -392,7 +392,12 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  * log keeps absolute stamps, so a key they kept from before a wrap is
  * decided after it as at its latest admission before it: as full if it
  * was (fail closed), until idle beyond its range, reaped or reset.  No clock sluice
- * reads comes near 2^64 ns (584 years); a caller's own times may.
+ * reads comes near 2^64 ns (584 years); a caller's own times may.  A key's
+ * latest admission is kept exactly up to 2^64 - 3 ns and the two times
+ * after read as that one, so there a call may be decided up to 2 ns before
+ * its key's latest admission, against a state that reads fuller then:
+ * fewer admitted, never more; and sluice_reap() at those times reaps as
+ * at 2^64 - 3.
  */
 SLUICE_API int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                                  uint64_t now_ns, struct sluice_result *res);

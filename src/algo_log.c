@@ -324,27 +324,32 @@ static uint64_t log_unit_ts(const struct sl_lim *lim, sl_aword *w, const struct 
 }
 
 /*
- * Same period: keep every unit that is in the window at the newest stamp
- * (no time the state can be decided at is earlier: log_view), whatever the
- * new count; the newest min(that, new count) go into the ring, the rest
- * into the excess.  Stamps are absolute times, so `now` plays no part.
+ * Same period: keep every unit that is in the window at the earliest time
+ * the state can be decided at, whatever the new count; the newest min(that,
+ * new count) go into the ring, the rest into the excess.  That time is the
+ * key's latest admission (`now`: decide.c clamps calls to it), or the
+ * newest stamp if earlier.  Not the newest stamp alone: a stamp past the
+ * key's latest time is a charge in flight or kept after a take-back
+ * (log_view counts such units), and a charge in flight when its key moved
+ * is decided again while its units stay; pruned at its stamp, the units
+ * before it were lost (a reviewer: 4 admitted in a window of 3).
  */
 static void log_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                       sl_aword *tw, uint64_t now)
 {
-    uint64_t n = sl_load_rlx(&fw[1]), newest, all, keep, skip, had, merged;
+    uint64_t n = sl_load_rlx(&fw[1]), oldest_read, all, keep, skip, had, merged;
     struct log_units u = {sl_load_rlx(&fw[2]), sl_load_rlx(&fw[3]), 0, n};
 
-    (void)now;
     if (n == 0)
         return;
     u.first = n > from->def.count ? n - from->def.count : 0;
-    newest = log_ts(from, fw, n - 1);
+    oldest_read = sl_min64(now, log_ts(from, fw, n - 1));
     /* drop what left the window: the excess is older than every ring unit */
-    while (u.first < n && log_expired(from->def.period_ns, log_ts(from, fw, u.first), newest))
+    while (u.first < n &&
+           log_expired(from->def.period_ns, log_ts(from, fw, u.first), oldest_read))
         u.first++;
     if (u.xn != 0 && (u.first > n - sl_min64(n, from->def.count) ||
-                      log_expired(from->def.period_ns, u.xts, newest)))
+                      log_expired(from->def.period_ns, u.xts, oldest_read)))
         u.xn = 0;
     all = u.xn + (n - u.first);
     keep = sl_min64(all, to->def.count);

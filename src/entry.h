@@ -43,9 +43,21 @@ struct sl_probe {
  * has taken it for a replacement (sl_last_seal).  The two latest times
  * read back as UINT64_MAX - 2, which only ever decides 2 ns earlier. */
 #define SL_LAST_SEALED UINT64_MAX
+/* The latest time the word keeps exactly. */
+#define SL_LAST_EXACT (UINT64_MAX - 2)
 static inline uint64_t sl_last_encode(uint64_t t)
 {
-    return t >= UINT64_MAX - 2 ? UINT64_MAX - 1 : t + 1;
+    return t >= SL_LAST_EXACT ? UINT64_MAX - 1 : t + 1;
+}
+
+/* A reap at now reaps as at this time: the floor it leaves (new keys are
+ * decided no earlier, sl_table_insert_locked) must not read back earlier
+ * than the time its keys were found idle at, or a key reaped at 2^64 - 1
+ * was made again at 2^64 - 3 and admitted there a second time (a
+ * reviewer: 3 admitted where 2 may, fixed window of 1 per 2 ns). */
+static inline uint64_t sl_reap_time(uint64_t now)
+{
+    return now < SL_LAST_EXACT ? now : SL_LAST_EXACT;
 }
 
 /* Raise an encoded time word to t in modular order, by CAS so racing

@@ -283,6 +283,7 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
     uint64_t mask = m->nslots - 1, j = sl_load_rlx(&s->reap_cursor) & mask, scanned = 0;
     size_t removed = 0;
 
+    now = sl_reap_time(now); /* as in sl_table_reap_some */
     for (; scanned <= mask && scanned < *budget && removed < max_remove;
          scanned++, j = (j + 1) & mask) {
         struct sl_entry *e = sl_slot_entry(m, sl_load_rlx(&a[j]));

@@ -370,6 +370,7 @@ size_t sl_table_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle_ttl, u
 
     if (th == NULL)
         return 0;
+    now = sl_reap_time(now);
     /* ck: memory unpublished here is retired in this same section */
     SL_ASSERT(sl_shard_held(s) && sl_epoch_active(th));
     for (uint64_t k = 1; k <= SL_REAP_AHEAD && k <= t->mask && k < max_scan; k++)

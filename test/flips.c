@@ -656,48 +656,6 @@ static void test_takeback_log_wrap(void)
     sluice_destroy(l);
 }
 
-/*
- * A sliding log read behind its newest stamp, while another call's charge
- * is in flight (linearize_random, seed 1795615128, history 215619): a
- * stacked key [log 5 per 2 s, sliding window 3 per s], 3 units at 1 s; a
- * call at 3.5 s has charged the log (its first limit) but not yet the
- * window, nor committed its time.  A peek at 2 s read the log at its
- * newest stamp, 3.5 s, where the old units had left (fits), and the window
- * at 2 s, where they had left too (fits): ALLOW, which no order gives (at
- * 2 s before that call the log denies; after it, at 3.5 s, the window
- * does).  The in-flight charge is made here through the log's own op.
- */
-static void test_log_behind_inflight(void)
-{
-    struct sluice_config cfg;
-    sluice_t *l = NULL;
-    struct sl_thread *t = sl_thread_get();
-    struct sl_target g;
-    struct sl_entry *e;
-    const uint64_t ms = NS_PER_S / 1000;
-
-    sluice_config_init(&cfg);
-    sluice_policy_add(&cfg.policy, SLUICE_SLIDING_LOG, 5, 2 * NS_PER_S);
-    sluice_policy_add(&cfg.policy, SLUICE_SLIDING_WINDOW, 3, NS_PER_S);
-    cfg.policy.limits[1].precision_ns = 250 * ms;
-    CHECK_EQ(sluice_create(&cfg, &l), 0);
-    CHECK_EQ(sluice_acquire_at(l, "k", 1, 3, 1000 * ms, NULL), SLUICE_ALLOW);
-    CHECK_EQ(sluice_peek_at(l, "k", 1, 3, 2000 * ms, NULL), SLUICE_DENY);
-    sl_epoch_begin(t);
-    sl_target_init(&g, l, "k", 1);
-    e = sl_table_get(g.s, g.h, "k", 1);
-    CHECK(e != NULL);
-    if (e != NULL) {
-        const struct sl_lim *log = &e->pol->lim[0];
-        sl_receipt r;
-        CHECK_EQ(log->ops->charge(log, e->w + log->off, 3500 * ms, 1, r), SL_OK);
-    }
-    sl_epoch_end(t);
-    CHECK_EQ(sluice_peek_at(l, "k", 1, 3, 2000 * ms, NULL), SLUICE_DENY);
-    CHECK_EQ(sluice_acquire_at(l, "k", 1, 3, 2000 * ms, NULL), SLUICE_DENY);
-    sluice_destroy(l);
-}
-
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -711,7 +669,6 @@ int main(int argc, char **argv)
     test_undo_leaves_newer_slot();
     test_undo_keeps_older_window();
     test_takeback_log_wrap();
-    test_log_behind_inflight();
     test_carry_behind();
     test_carry_to_every_match();
     test_carry_from_several();

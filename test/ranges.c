@@ -9,7 +9,6 @@
  * The reported cases: GCRA at 1,000,000,007/s; approximate sliding at 2^26
  * and 2^27-1 (idle 300-500 s); fixed and sliding windows at 2^46.
  */
-#include <signal.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -351,118 +350,6 @@ static void test_waits_past_the_top(void)
 }
 
 /*
- * The finest sub-bucket at the top of time (the fuzzer's find, a hang
- * seen once in CI): with 1 ns sub-buckets a call stamped 2^64 - 1 is in
- * sub-bucket 2^64 - 1, and the sliding window's walks up to it
- * (`j <= eff`) never ended, in a decision, its report and a policy carry.
- * Every algorithm at its finest width: each call returns (SIGALRM says
- * which did not), and no instant admits more than the limit's count.
- */
-static const char *volatile top_now = "";
-
-static void top_hung(int sig)
-{
-    (void)sig;
-    fprintf(stderr, "hung: %s\n", top_now);
-    _exit(1);
-}
-
-static void finest_case(const char *what, struct sluice_limit d, struct sluice_limit after)
-{
-    const uint64_t m = UINT64_MAX;
-    sluice_t *l = t_limiter1(d.algo, d.count, d.period_ns, d.burst, d.precision_ns);
-    struct sluice_policy p = {.nlimits = 1, .limits = {after}};
-    struct sluice_result r;
-    unsigned admitted = 0;
-    /* what one instant admits at most: GCRA's burst, else the count */
-    uint64_t cap = d.algo == SLUICE_GCRA && d.burst ? d.burst : d.count;
-    uint64_t cap_after = after.algo == SLUICE_GCRA && after.burst ? after.burst : after.count;
-
-    top_now = what;
-    alarm(20);
-    for (uint64_t k = 0; k < cap + 2; k++)
-        admitted += sluice_acquire_at(l, "k", 1, 1, m, &r) == SLUICE_ALLOW;
-    CHECK(admitted <= cap);
-    CHECK(admitted >= 1); /* a fresh key admits at any time */
-    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, m, &r), SLUICE_DENY);
-    CHECK_EQ(sluice_peek_at(l, "fresh", 5, 1, m, &r), SLUICE_ALLOW);
-    CHECK_EQ(sluice_acquire_at(l, "k2", 2, 1, m - 1, &r), SLUICE_ALLOW);
-    (void)sluice_acquire_at(l, "k2", 2, 1, m, &r);
-    /* carried to a policy of another width, then decided there */
-    CHECK_EQ(sluice_set_policy(l, &p), 0);
-    admitted = 0;
-    for (uint64_t k = 0; k < cap_after + 2; k++)
-        admitted += sluice_acquire_at(l, "k", 1, 1, m, &r) == SLUICE_ALLOW;
-    CHECK(admitted <= cap_after);
-    (void)sluice_acquire_at(l, "k2", 2, 1, m, &r);
-    alarm(0);
-    sluice_destroy(l);
-}
-
-static void test_finest_width_at_the_top(void)
-{
-    signal(SIGALRM, top_hung);
-    finest_case("sliding, period 1 ns", mk(SLUICE_SLIDING_WINDOW, 3, 1, 0, 0),
-                mk(SLUICE_SLIDING_WINDOW, 4, 10, 0, 1));
-    finest_case("sliding, 1 ns precision", mk(SLUICE_SLIDING_WINDOW, 3, 10, 0, 1),
-                mk(SLUICE_SLIDING_WINDOW, 3, 10, 0, 2));
-    finest_case("sliding, 2^17 sub-buckets of 1 ns",
-                mk(SLUICE_SLIDING_WINDOW, 3, UINT64_C(1) << 17, 0, 1),
-                mk(SLUICE_SLIDING_WINDOW, 5, 1, 0, 0));
-    finest_case("fixed, period 1 ns", mk(SLUICE_FIXED_WINDOW, 3, 1, 0, 0),
-                mk(SLUICE_FIXED_WINDOW, 2, 3, 0, 0));
-    finest_case("approximate, period 1 ns", mk(SLUICE_APPROX_SLIDING, 3, 1, 0, 0),
-                mk(SLUICE_APPROX_SLIDING, 2, 2, 0, 0));
-    finest_case("log, period 1 ns", mk(SLUICE_SLIDING_LOG, 3, 1, 0, 0),
-                mk(SLUICE_SLIDING_LOG, 2, 5, 0, 0));
-    finest_case("gcra, 1 per ns", mk(SLUICE_GCRA, 1, 1, 3, 0), mk(SLUICE_GCRA, 2, 1, 0, 0));
-    signal(SIGALRM, SIG_DFL);
-}
-
-/*
- * A sliding window's precision changed at the top of time (an outside
- * tester: 5 + 5 admitted of 5 at 2^64 - 1).  A key's latest admission is
- * kept as 1 + its time, and the three latest times all read back as
- * 2^64 - 3 (sl_last_encode); the carry to a coarser width placed units
- * no later than that, so units admitted at 2^64 - 1 landed a sub-bucket
- * early and left a window of one sub-bucket.  By set_policy and by an
- * override, at each of the three latest times.
- */
-static void precision_case(uint64_t period, uint64_t prec, uint64_t prec_to, uint64_t t,
-                           bool override)
-{
-    sluice_t *l = t_limiter1(SLUICE_SLIDING_WINDOW, 5, period, 0, prec);
-    struct sluice_policy p = {.nlimits = 1,
-                              .limits = {mk(SLUICE_SLIDING_WINDOW, 5, period, 0, prec_to)}};
-    unsigned before = 0, after = 0;
-
-    for (int k = 0; k < 8; k++)
-        before += sluice_acquire_at(l, "k", 1, 1, t, NULL) == SLUICE_ALLOW;
-    CHECK_EQ(override ? sluice_override_set(l, "k", 1, &p) : sluice_set_policy(l, &p), 0);
-    for (int k = 0; k < 8; k++)
-        after += sluice_acquire_at(l, "k", 1, 1, t, NULL) == SLUICE_ALLOW;
-    CHECK_U64(before, 5);
-    CHECK_U64(after, 0);
-    if (after != 0)
-        fprintf(stderr, "precision %llu -> %llu of %llu ns at 2^64 - %llu%s: %u + %u of 5\n",
-                (unsigned long long)prec, (unsigned long long)prec_to,
-                (unsigned long long)period, (unsigned long long)(UINT64_MAX - t + 1),
-                override ? " (override)" : "", before, after);
-    sluice_destroy(l);
-}
-
-static void test_precision_at_the_top(void)
-{
-    static const uint64_t c[][3] = {{7, 3, 7}, {3, 2, 3}, {5, 2, 5}, {5, 4, 5}, {17, 16, 17},
-                                    {17, 2, 17}, {7, 1, 7}, {7, 7, 3}};
-
-    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
-        for (uint64_t back = 0; back < 3; back++)
-            for (int ov = 0; ov < 2; ov++)
-                precision_case(c[i][0], c[i][1], c[i][2], UINT64_MAX - back, ov);
-}
-
-/*
  * The clock's wrap at 2^64 ns (an outside tester's find): the windowed
  * algorithms number windows from 0, so a key spent just before the wrap
  * read, 2 ns later, as fresh or as full by the accident of the index
@@ -662,8 +549,6 @@ int main(void)
     test_fixed_sliding();
     test_log_top_of_time();
     test_waits_past_the_top();
-    test_finest_width_at_the_top();
-    test_precision_at_the_top();
     test_clock_wrap();
     test_idle_beyond_range();
     test_busy_beyond_ring(false);
