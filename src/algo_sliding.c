@@ -69,19 +69,20 @@ static uint64_t sliding_units(const struct sl_lim *lim, sl_aword *w, uint64_t j,
 
 /* Units in the window ending at sub-bucket eff.  The slot steps along with
  * j, so the window costs one reduction mod nb, not one per sub-bucket.
- * Every walk up to eff counts its steps: eff is 2^64 - 1 at the top of time
- * with 1 ns sub-buckets, where `j <= eff` never ends (the fuzzer's hang). */
+ * Every walk up to eff stops at eff itself: eff is 2^64 - 1 at the top of
+ * time with 1 ns sub-buckets, where `j <= eff` never ends (the fuzzer's
+ * hang).  first <= eff: each walk visits eff. */
 static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff, uint64_t hidx,
                             uint64_t hcnt)
 {
     uint64_t sum = 0, first = eff >= lim->nb - 1 ? eff - (lim->nb - 1) : 0;
     uint64_t slot = sliding_slot(lim, first);
 
-    for (uint64_t k = 0; k <= eff - first; k++) {
-        sum += sliding_units(lim, w, first + k, slot, hidx, hcnt);
+    for (uint64_t j = first; j < eff; j++) {
+        sum += sliding_units(lim, w, j, slot, hidx, hcnt);
         slot = slot + 1 == lim->nb ? 0 : slot + 1;
     }
-    return sum;
+    return sum + sliding_units(lim, w, eff, slot, hidx, hcnt);
 }
 
 /* The same, as full when now is behind the stored head: a head ahead of
@@ -220,8 +221,9 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
      * the head (left ahead by a charge taken back, or one in flight) the
      * window reads full until the head's sub-bucket begins, and its real
      * units count from then on (a denial there said retry 0). */
-    for (uint64_t k = 0; k <= eff - first; k++) {
-        uint64_t j = first + k, units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
+    uint64_t j = first;
+    do {
+        uint64_t units = sliding_units(lim, w, j, sliding_slot(lim, j), hidx, hcnt);
         if (units == 0)
             continue;
         newest = j;
@@ -230,7 +232,7 @@ static int sliding_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, u
             real - freed + cost <= lim->def.count) {
             out->retry_after = sl_wait_until(((sl_u128)j + lim->nb) * lim->width, now, 1);
         }
-    }
+    } while (j++ != eff);
     if (behind && !fits) {
         out->retry_after = sl_max64(out->retry_after,
                                     sl_wait_until((sl_u128)hidx * lim->width, now, 1));
@@ -317,15 +319,14 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
     eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
     first = eff >= from->nb ? eff - from->nb : 0;
     /* `now` comes from the key's last_ns, where the three latest times all
-     * read as UINT64_MAX - 2 (sl_last_encode): units admitted at
+     * read as SL_LAST_EXACT, UINT64_MAX - 2 (sl_last_encode): units admitted at
      * UINT64_MAX placed there landed a sub-bucket early and left a window
      * of one (an outside tester: 5 + 5 of 5 after a precision change at
      * 2^64 - 1).  Never before their own times wins: there, decisions
      * resuming at UINT64_MAX - 2 read the head as ahead, so full. */
-    uint64_t latest = now >= UINT64_MAX - 2 ? UINT64_MAX : now;
-    for (uint64_t k = 0; k <= eff - first; k++) {
-        uint64_t j = first + k, to_j;
-        uint64_t units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt);
+    uint64_t latest = now >= SL_LAST_EXACT ? UINT64_MAX : now, j = first;
+    do {
+        uint64_t to_j, units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt);
         if (units == 0)
             continue;
         to_j = sl_u128_sat(((sl_u128)j + 1) * from->width - 1);
@@ -336,7 +337,7 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
         }
         at = to_j;
         sum += units;
-    }
+    } while (j++ != eff);
     if (sum != 0)
         sliding_raise(to, tw, at, sl_min64(sum, to->cmask));
 }
