@@ -76,6 +76,15 @@ static inline sluice_t *t_create(const struct sluice_config *cfg)
     return l;
 }
 
+/* One limit, every field given. */
+static inline struct sluice_limit t_limit(enum sluice_algo algo, uint64_t count, uint64_t period,
+                                          uint64_t burst, uint64_t precision)
+{
+    struct sluice_limit d = {
+        .algo = algo, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
+    return d;
+}
+
 /* A limiter with one limit (burst/precision as given) and a clock-free config. */
 static inline sluice_t *t_limiter1(enum sluice_algo algo, uint64_t count, uint64_t period,
                                    uint64_t burst, uint64_t precision)
@@ -85,8 +94,7 @@ static inline sluice_t *t_limiter1(enum sluice_algo algo, uint64_t count, uint64
 
     sluice_config_init(&cfg);
     cfg.policy.nlimits = 1;
-    cfg.policy.limits[0] = (struct sluice_limit){
-        .algo = algo, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
+    cfg.policy.limits[0] = t_limit(algo, count, period, burst, precision);
     if (sluice_create(&cfg, &l) != 0) {
         fprintf(stderr, "t_limiter1: sluice_create failed\n");
         exit(1);

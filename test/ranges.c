@@ -24,14 +24,6 @@
 #define GCRA_RANGE (UINT64_C(1) << 50)
 #define GCRA_TAU_MAX ((UINT64_C(1) << 52) - GCRA_RANGE - 1)
 
-static struct sluice_limit mk(enum sluice_algo a, uint64_t count, uint64_t period, uint64_t burst,
-                              uint64_t precision)
-{
-    struct sluice_limit d = {
-        .algo = a, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
-    return d;
-}
-
 static int accepts(struct sluice_limit d)
 {
     struct sluice_policy p = {.nlimits = 1, .limits = {d}};
@@ -170,35 +162,36 @@ static void test_gcra(void)
      * a word that reads 13 days back: it is rounded up to
      * ceil(1e9 * 1024 / 1000000007) / 1024 = 1 ns (documented), which the
      * model decides as 1 per ns with the same burst. */
-    run_range("gcra 1000000007/s", mk(SLUICE_GCRA, 1000000007, NS_PER_S, 0, 0),
-              mk(SLUICE_GCRA, 1, 1, 1000000007, 0), t0, behind, 6, ahead, 7);
+    run_range("gcra 1000000007/s", t_limit(SLUICE_GCRA, 1000000007, NS_PER_S, 0, 0),
+              t_limit(SLUICE_GCRA, 1, 1, 1000000007, 0), t0, behind, 6, ahead, 7);
     /* the same with a small burst: half a second of tolerance */
-    run_range("gcra 1000000007/s burst 5e8", mk(SLUICE_GCRA, 1000000007, NS_PER_S, 500000000, 0),
-              mk(SLUICE_GCRA, 1, 1, 500000000, 0), t0, behind, 6, ahead, 7);
+    run_range("gcra 1000000007/s burst 5e8",
+              t_limit(SLUICE_GCRA, 1000000007, NS_PER_S, 500000000, 0),
+              t_limit(SLUICE_GCRA, 1, 1, 500000000, 0), t0, behind, 6, ahead, 7);
 
     /* Exact T with the most fraction bits (q = 1024) and the largest
      * tolerance: the word's range is smallest here. */
     uint64_t bmax = (uint64_t)(((m_u128)GCRA_TAU_MAX * 1024) / 1023);
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1024, 1023, bmax, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1024, 1023, bmax + 1, 0)), -EINVAL);
-    run_range("gcra q=1024 largest burst", mk(SLUICE_GCRA, 1024, 1023, bmax, 0),
-              mk(SLUICE_GCRA, 1024, 1023, bmax, 0), UINT64_C(1) << 53, behind, 6, ahead_q, 5);
-    run_range("gcra q=1024 burst 1000", mk(SLUICE_GCRA, 1024, 1023, 1000, 0),
-              mk(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 6, ahead_q, 5);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 1024, 1023, bmax, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 1024, 1023, bmax + 1, 0)), -EINVAL);
+    run_range("gcra q=1024 largest burst", t_limit(SLUICE_GCRA, 1024, 1023, bmax, 0),
+              t_limit(SLUICE_GCRA, 1024, 1023, bmax, 0), UINT64_C(1) << 53, behind, 6, ahead_q, 5);
+    run_range("gcra q=1024 burst 1000", t_limit(SLUICE_GCRA, 1024, 1023, 1000, 0),
+              t_limit(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 6, ahead_q, 5);
     /* q = 1025 is rounded to 1/1024 ns: 1 per ns * 1025 / 1024 */
-    run_range("gcra 1025 per ns", mk(SLUICE_GCRA, 1025, 1, 0, 0), mk(SLUICE_GCRA, 1024, 1, 1025, 0),
-              t0, behind, 6, ahead_q, 5);
+    run_range("gcra 1025 per ns", t_limit(SLUICE_GCRA, 1025, 1, 0, 0),
+              t_limit(SLUICE_GCRA, 1024, 1, 1025, 0), t0, behind, 6, ahead_q, 5);
 
     /* The largest tolerance with T whole: accepted and right; one more ns refused. */
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1, GCRA_TAU_MAX + 1, 0, 0)), -EINVAL);
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10), 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10) + 1, 0)),
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX + 1, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10), 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 10, NS_PER_S, GCRA_TAU_MAX / (NS_PER_S / 10) + 1, 0)),
              -EINVAL);
-    run_range("gcra 1 per 39 days", mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
-              mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), UINT64_C(1) << 56, behind, 6, ahead, 7);
+    run_range("gcra 1 per 39 days", t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
+              t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), UINT64_C(1) << 56, behind, 6, ahead, 7);
     /* a monthly quota with its whole month as burst still fits */
-    CHECK_EQ(accepts(mk(SLUICE_GCRA, 1000, 30 * DAY, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_GCRA, 1000, 30 * DAY, 0, 0)), 0);
 }
 
 /* ---- windows ---------------------------------------------------------------- */
@@ -230,22 +223,22 @@ static void test_approx(void)
      * 2^27-1 denied a key idle 300-500 s.  Too many counter bits for the
      * index a 1 s window needs: refused. */
     refused_or_right("approx 2^26 per s",
-                     mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 26, NS_PER_S, 0, 0));
+                     t_limit(SLUICE_APPROX_SLIDING, UINT64_C(1) << 26, NS_PER_S, 0, 0));
     refused_or_right("approx 2^27-1 per s",
-                     mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, NS_PER_S, 0, 0));
+                     t_limit(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, NS_PER_S, 0, 0));
     /* boundary at 1 s: 2^18 - 1 (documented) */
-    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, UINT64_C(1) << 18, NS_PER_S, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(t_limit(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_APPROX_SLIDING, UINT64_C(1) << 18, NS_PER_S, 0, 0)), -EINVAL);
     window_case("approx 2^18-1 per s",
-                mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0));
-    window_case("approx 100 per s", mk(SLUICE_APPROX_SLIDING, 100, NS_PER_S, 0, 0));
+                t_limit(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 18) - 1, NS_PER_S, 0, 0));
+    window_case("approx 100 per s", t_limit(SLUICE_APPROX_SLIDING, 100, NS_PER_S, 0, 0));
     /* 2^27-1 fits a 2-day window */
     window_case("approx 2^27-1 per 2 days",
-                mk(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, 2 * DAY, 0, 0));
+                t_limit(SLUICE_APPROX_SLIDING, (UINT64_C(1) << 27) - 1, 2 * DAY, 0, 0));
     /* 1 ns windows: the index takes nearly the whole word */
-    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, 7, 1, 0, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_APPROX_SLIDING, 8, 1, 0, 0)), -EINVAL);
-    window_case("approx 7 per ns", mk(SLUICE_APPROX_SLIDING, 7, 1, 0, 0));
+    CHECK_EQ(accepts(t_limit(SLUICE_APPROX_SLIDING, 7, 1, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_APPROX_SLIDING, 8, 1, 0, 0)), -EINVAL);
+    window_case("approx 7 per ns", t_limit(SLUICE_APPROX_SLIDING, 7, 1, 0, 0));
 }
 
 static void test_fixed_sliding(void)
@@ -253,31 +246,33 @@ static void test_fixed_sliding(void)
     /* reported: 2^46 and up admitted a full fresh window a few hundred
      * windows back.  At 1 s the index needs 27 bits: counts below 2^36. */
     refused_or_right("fixed 2^46 per s",
-                     mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
+                     t_limit(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
     refused_or_right("sliding 2^46 per s",
-                     mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
-    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 36, NS_PER_S, 0, 0)), -EINVAL);
-    CHECK_EQ(
-        accepts(mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 36, 10 * NS_PER_S, 0, NS_PER_S)),
+                     t_limit(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46, NS_PER_S, 0, 0));
+    CHECK_EQ(accepts(t_limit(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_FIXED_WINDOW, UINT64_C(1) << 36, NS_PER_S, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(t_limit(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0,
+                             NS_PER_S)),
+             0);
+    CHECK_EQ(accepts(t_limit(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 36, 10 * NS_PER_S, 0, NS_PER_S)),
              -EINVAL);
     window_case("fixed 2^36-1 per s",
-                mk(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0));
-    window_case("sliding 2^36-1 per 10 s",
-                mk(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1, 10 * NS_PER_S, 0, NS_PER_S));
+                t_limit(SLUICE_FIXED_WINDOW, (UINT64_C(1) << 36) - 1, NS_PER_S, 0, 0));
+    window_case("sliding 2^36-1 per 10 s", t_limit(SLUICE_SLIDING_WINDOW, (UINT64_C(1) << 36) - 1,
+                                                   10 * NS_PER_S, 0, NS_PER_S));
     /* 2^46 fits windows of 2^41 ns (37 min), not of 2^40 */
-    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 40, 0, 0)), -EINVAL);
+    CHECK_EQ(accepts(t_limit(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 40, 0, 0)),
+             -EINVAL);
     window_case("fixed 2^46 per 2^41 ns",
-                mk(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 41, 0, 0));
-    window_case("sliding 2^46 per 2^44 ns", mk(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46,
-                                               UINT64_C(1) << 44, 0, UINT64_C(1) << 41));
-    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0)), 0);
-    CHECK_EQ(accepts(mk(SLUICE_FIXED_WINDOW, 64, 1, 0, 0)), -EINVAL);
-    window_case("fixed 63 per ns", mk(SLUICE_FIXED_WINDOW, 63, 1, 0, 0));
+                t_limit(SLUICE_FIXED_WINDOW, UINT64_C(1) << 46, UINT64_C(1) << 41, 0, 0));
+    window_case("sliding 2^46 per 2^44 ns", t_limit(SLUICE_SLIDING_WINDOW, UINT64_C(1) << 46,
+                                                    UINT64_C(1) << 44, 0, UINT64_C(1) << 41));
+    CHECK_EQ(accepts(t_limit(SLUICE_FIXED_WINDOW, 63, 1, 0, 0)), 0);
+    CHECK_EQ(accepts(t_limit(SLUICE_FIXED_WINDOW, 64, 1, 0, 0)), -EINVAL);
+    window_case("fixed 63 per ns", t_limit(SLUICE_FIXED_WINDOW, 63, 1, 0, 0));
     window_case("sliding 20 per s at 1 ms",
-                mk(SLUICE_SLIDING_WINDOW, 20, NS_PER_S, 0, NS_PER_S / 1000));
-    window_case("log 100 per s", mk(SLUICE_SLIDING_LOG, 100, NS_PER_S, 0, 0));
+                t_limit(SLUICE_SLIDING_WINDOW, 20, NS_PER_S, 0, NS_PER_S / 1000));
+    window_case("log 100 per s", t_limit(SLUICE_SLIDING_LOG, 100, NS_PER_S, 0, 0));
 }
 
 /* The sliding log at the top of time: stamp + period saturated, so every
@@ -380,7 +375,7 @@ static void test_clock_wrap(void)
 
         sluice_config_init(&cfg);
         cfg.policy.nlimits = 1;
-        cfg.policy.limits[0] = mk(c[i].a, 10, c[i].period, 0, c[i].precision);
+        cfg.policy.limits[0] = t_limit(c[i].a, 10, c[i].period, 0, c[i].precision);
         CHECK_EQ(sluice_create(&cfg, &l), 0);
         for (int k = 0; k < 10; k++)
             admitted += sluice_acquire_at(l, "k", 1, 1, UINT64_MAX, NULL) == SLUICE_ALLOW;
@@ -422,20 +417,20 @@ static void test_idle_beyond_range(void)
                            (UINT64_C(1) << 58) + 7, UINT64_C(1) << 61};
     uint64_t t0 = 1000000 * NS_PER_S;
 
-    run_range("idle gcra q=1024", mk(SLUICE_GCRA, 1024, 1023, 1000, 0),
-              mk(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 3, gq, 5);
-    run_range("idle gcra 1 per 39 days", mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
-              mk(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), t0, behind, 3, g1, 2);
-    run_range("idle gcra 10/s", mk(SLUICE_GCRA, 10, NS_PER_S, 0, 0),
-              mk(SLUICE_GCRA, 10, NS_PER_S, 0, 0), t0, behind, 3, g1, 2);
-    run_range("idle fixed 10/s", mk(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0),
-              mk(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
-    run_range("idle fixed 5 per 30 days", mk(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0),
-              mk(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0), t0, behind, 3, wa, 5);
-    run_range("idle approx 10/s", mk(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0),
-              mk(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
-    run_range("idle sliding 10 per min", mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0),
-              mk(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle gcra q=1024", t_limit(SLUICE_GCRA, 1024, 1023, 1000, 0),
+              t_limit(SLUICE_GCRA, 1024, 1023, 1000, 0), t0, behind, 3, gq, 5);
+    run_range("idle gcra 1 per 39 days", t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0),
+              t_limit(SLUICE_GCRA, 1, GCRA_TAU_MAX, 0, 0), t0, behind, 3, g1, 2);
+    run_range("idle gcra 10/s", t_limit(SLUICE_GCRA, 10, NS_PER_S, 0, 0),
+              t_limit(SLUICE_GCRA, 10, NS_PER_S, 0, 0), t0, behind, 3, g1, 2);
+    run_range("idle fixed 10/s", t_limit(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0),
+              t_limit(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle fixed 5 per 30 days", t_limit(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0),
+              t_limit(SLUICE_FIXED_WINDOW, 5, 30 * DAY, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle approx 10/s", t_limit(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0),
+              t_limit(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
+    run_range("idle sliding 10 per min", t_limit(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0),
+              t_limit(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, 0), t0, behind, 3, wa, 5);
 
     /* A long window beside GCRA: GCRA's state is over long before the
      * window's, and the key restarted at GCRA's bound, admitting a second
@@ -446,8 +441,8 @@ static void test_idle_beyond_range(void)
         uint64_t w0 = UINT64_C(1) << 53, w1 = w0 + (UINT64_C(1) << 52);
         sluice_config_init(&cfg);
         cfg.policy.nlimits = 2;
-        cfg.policy.limits[0] = mk(SLUICE_FIXED_WINDOW, 1, UINT64_C(1) << 53, 0, 0);
-        cfg.policy.limits[1] = mk(SLUICE_GCRA, 1, NS_PER_S, 0, 0);
+        cfg.policy.limits[0] = t_limit(SLUICE_FIXED_WINDOW, 1, UINT64_C(1) << 53, 0, 0);
+        cfg.policy.limits[1] = t_limit(SLUICE_GCRA, 1, NS_PER_S, 0, 0);
         CHECK_EQ(sluice_create(&cfg, &l), 0);
         CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, w0, NULL), SLUICE_ALLOW);
         CHECK_EQ(sluice_peek_at(l, "k", 1, 1, w1, NULL), SLUICE_DENY);
@@ -468,8 +463,8 @@ static void test_idle_beyond_range(void)
             struct sluice_result res;
             sluice_config_init(&cfg);
             cfg.policy.nlimits = 2;
-            cfg.policy.limits[0] = mk(SLUICE_GCRA, 1024, 1023, 4, 0);
-            cfg.policy.limits[1] = mk(SLUICE_FIXED_WINDOW, 6, DAY, 0, 0);
+            cfg.policy.limits[0] = t_limit(SLUICE_GCRA, 1024, 1023, 4, 0);
+            cfg.policy.limits[1] = t_limit(SLUICE_FIXED_WINDOW, 6, DAY, 0, 0);
             if (shared) {
                 t_shm_path(path, sizeof(path), "idle");
                 CHECK_EQ(sluice_open_shared(path, &cfg, SLUICE_SHARED_CREATE, &l), 0);
@@ -520,7 +515,7 @@ static void test_busy_beyond_ring(bool shared)
         half <<= 1;
     sluice_config_init(&cfg);
     cfg.policy.nlimits = 1;
-    cfg.policy.limits[0] = mk(SLUICE_SLIDING_WINDOW, 2, 2 * width, 0, width);
+    cfg.policy.limits[0] = t_limit(SLUICE_SLIDING_WINDOW, 2, 2 * width, 0, width);
     if (shared) {
         t_shm_path(path, sizeof(path), "ranges-ring");
         l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);

@@ -11,14 +11,6 @@
 
 #include "helpers.h"
 
-static struct sluice_limit lim(enum sluice_algo a, uint64_t count, uint64_t period, uint64_t burst,
-                               uint64_t precision)
-{
-    struct sluice_limit d = {
-        .algo = a, .count = count, .period_ns = period, .burst = burst, .precision_ns = precision};
-    return d;
-}
-
 /*
  * The finest sub-bucket at the top of time (the fuzzer's find, a hang
  * seen once in CI): with 1 ns sub-buckets a call stamped 2^64 - 1 is in
@@ -71,20 +63,21 @@ static void finest_case(const char *what, struct sluice_limit d, struct sluice_l
 static void test_finest_width_at_the_top(void)
 {
     signal(SIGALRM, top_hung);
-    finest_case("sliding, period 1 ns", lim(SLUICE_SLIDING_WINDOW, 3, 1, 0, 0),
-                lim(SLUICE_SLIDING_WINDOW, 4, 10, 0, 1));
-    finest_case("sliding, 1 ns precision", lim(SLUICE_SLIDING_WINDOW, 3, 10, 0, 1),
-                lim(SLUICE_SLIDING_WINDOW, 3, 10, 0, 2));
+    finest_case("sliding, period 1 ns", t_limit(SLUICE_SLIDING_WINDOW, 3, 1, 0, 0),
+                t_limit(SLUICE_SLIDING_WINDOW, 4, 10, 0, 1));
+    finest_case("sliding, 1 ns precision", t_limit(SLUICE_SLIDING_WINDOW, 3, 10, 0, 1),
+                t_limit(SLUICE_SLIDING_WINDOW, 3, 10, 0, 2));
     finest_case("sliding, 2^17 sub-buckets of 1 ns",
-                lim(SLUICE_SLIDING_WINDOW, 3, UINT64_C(1) << 17, 0, 1),
-                lim(SLUICE_SLIDING_WINDOW, 5, 1, 0, 0));
-    finest_case("fixed, period 1 ns", lim(SLUICE_FIXED_WINDOW, 3, 1, 0, 0),
-                lim(SLUICE_FIXED_WINDOW, 2, 3, 0, 0));
-    finest_case("approximate, period 1 ns", lim(SLUICE_APPROX_SLIDING, 3, 1, 0, 0),
-                lim(SLUICE_APPROX_SLIDING, 2, 2, 0, 0));
-    finest_case("log, period 1 ns", lim(SLUICE_SLIDING_LOG, 3, 1, 0, 0),
-                lim(SLUICE_SLIDING_LOG, 2, 5, 0, 0));
-    finest_case("gcra, 1 per ns", lim(SLUICE_GCRA, 1, 1, 3, 0), lim(SLUICE_GCRA, 2, 1, 0, 0));
+                t_limit(SLUICE_SLIDING_WINDOW, 3, UINT64_C(1) << 17, 0, 1),
+                t_limit(SLUICE_SLIDING_WINDOW, 5, 1, 0, 0));
+    finest_case("fixed, period 1 ns", t_limit(SLUICE_FIXED_WINDOW, 3, 1, 0, 0),
+                t_limit(SLUICE_FIXED_WINDOW, 2, 3, 0, 0));
+    finest_case("approximate, period 1 ns", t_limit(SLUICE_APPROX_SLIDING, 3, 1, 0, 0),
+                t_limit(SLUICE_APPROX_SLIDING, 2, 2, 0, 0));
+    finest_case("log, period 1 ns", t_limit(SLUICE_SLIDING_LOG, 3, 1, 0, 0),
+                t_limit(SLUICE_SLIDING_LOG, 2, 5, 0, 0));
+    finest_case("gcra, 1 per ns", t_limit(SLUICE_GCRA, 1, 1, 3, 0),
+                t_limit(SLUICE_GCRA, 2, 1, 0, 0));
     signal(SIGALRM, SIG_DFL);
 }
 
@@ -102,7 +95,7 @@ static void precision_case(uint64_t period, uint64_t prec, uint64_t prec_to, uin
 {
     sluice_t *l = t_limiter1(SLUICE_SLIDING_WINDOW, 5, period, 0, prec);
     struct sluice_policy p = {.nlimits = 1,
-                              .limits = {lim(SLUICE_SLIDING_WINDOW, 5, period, 0, prec_to)}};
+                              .limits = {t_limit(SLUICE_SLIDING_WINDOW, 5, period, 0, prec_to)}};
     unsigned before = 0, after = 0;
 
     for (int k = 0; k < 8; k++)
