@@ -294,7 +294,7 @@ static void sliding_raise(const struct sl_lim *lim, sl_aword *w, uint64_t j, uin
 static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to,
                           sl_aword *tw, uint64_t now)
 {
-    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, first, sum = 0, at = 0;
+    uint64_t h = sl_load_acq(&fw[0]) & ~SL_DEAD, hidx, hcnt, eff, j, latest, sum = 0, at = 0;
     bool behind; /* carried as it is: the old entry's state, not a decision */
 
     if (from->width == to->width) {
@@ -317,14 +317,14 @@ static void sliding_carry(const struct sl_lim *from, sl_aword *fw, const struct 
      * several land in one.  Units a coarse window no longer counts stay in
      * the ring: a finer window after a later change can still reach them. */
     eff = sliding_head(from, h, now, &hidx, &hcnt, &behind);
-    first = eff >= from->nb ? eff - from->nb : 0;
-    /* `now` comes from the key's last_ns, where the three latest times all
-     * read as SL_LAST_EXACT, UINT64_MAX - 2 (sl_last_encode): units admitted at
-     * UINT64_MAX placed there landed a sub-bucket early and left a window
-     * of one (an outside tester: 5 + 5 of 5 after a precision change at
-     * 2^64 - 1).  Never before their own times wins: there, decisions
-     * resuming at UINT64_MAX - 2 read the head as ahead, so full. */
-    uint64_t latest = now >= SL_LAST_EXACT ? UINT64_MAX : now, j = first;
+    /* `now` comes from the key's last_ns, whose three latest times all read
+     * back as UINT64_MAX - 2: units admitted at UINT64_MAX placed there
+     * landed a sub-bucket early and left a window of one (an outside
+     * tester: 5 + 5 of 5 after a precision change at 2^64 - 1).  Never
+     * before their own times wins: there, decisions resuming at
+     * UINT64_MAX - 2 read the head as ahead, so full. */
+    latest = sl_last_upper(now);
+    j = eff >= from->nb ? eff - from->nb : 0;
     do {
         uint64_t to_j, units = sliding_units(from, fw, j, sliding_slot(from, j), hidx, hcnt);
         if (units == 0)

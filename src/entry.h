@@ -60,6 +60,14 @@ static inline uint64_t sl_reap_time(uint64_t now)
     return now < SL_LAST_EXACT ? now : SL_LAST_EXACT;
 }
 
+/* The latest time a decoded last_ns may stand for: where it bounds the
+ * times of the units it covers from above (sliding_carry), the three
+ * latest times, all read back as SL_LAST_EXACT, stand for UINT64_MAX. */
+static inline uint64_t sl_last_upper(uint64_t last)
+{
+    return last < SL_LAST_EXACT ? last : UINT64_MAX;
+}
+
 /* Raise an encoded time word to t in modular order, by CAS so racing
  * writers never lower it, and never past a seal.  relaxed: its readers
  * either hold the shard lock or only need some value it held (a floor for
