@@ -408,7 +408,11 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         lc_create(w, s, keys[i]);
     if (branch >= 2) { /* leftovers: an attempt charged and could not take it all back */
         unsigned m = branch - 2, bit = 0;
-        if (!op->leftover_ok || op->kind == LC_PEEK || m == 0 || m >> pairs != 0)
+        /* m == 0 on a denial: its keys made and left fresh, nothing charged
+         * (sluice.h: a key this call's own taken-back charge touched stands,
+         * fresh; a sliding log's sequence word is not a new key's then) */
+        if (!op->leftover_ok || op->kind == LC_PEEK || (m == 0 && op->rc != SLUICE_DENY) ||
+            m >> pairs != 0)
             return 0;
         if (op->rc != rc && !(op->transient_ok && op->rc == SLUICE_DENY))
             return 0;
