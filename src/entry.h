@@ -302,6 +302,8 @@ static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 }
 /* Lock-free lookup; call inside an epoch section. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+/* The shard's current slot array, as bytes: tests of what a decision writes. */
+void sl_table_span(struct sl_shard *s, const void **base, size_t *bytes);
 /* Start loading the slot line a lookup of h will read (inside a section). */
 void sl_table_prefetch(struct sl_shard *s, uint64_t h);
 /* The entry h's key most likely has (the first slot from its home whose

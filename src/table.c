@@ -181,6 +181,16 @@ struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, s
     return NULL;
 }
 
+/* The shard's current slot array as bytes (test/footprint.c compares it
+ * around a decision: a lookup writes nothing there). */
+void sl_table_span(struct sl_shard *s, const void **base, size_t *bytes)
+{
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
+
+    *base = t;
+    *bytes = sizeof(*t) + (t->mask + 1) * sizeof(t->slot[0]);
+}
+
 void sl_table_prefetch(struct sl_shard *s, uint64_t h)
 {
     struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
