@@ -183,9 +183,15 @@ struct sluice_config {
  * at a later time (a clock behind the key's latest admission, or a new key
  * behind the latest reap): the same request stamped now_ns + retry_after_ns
  * is admitted, absent other traffic, and one stamped a nanosecond earlier
- * is not (a wait of 0 stays 0).  A windowed limit's wait that would end
- * past 2^64 - 1 ns, a time no call can be stamped with (its windows do not
- * follow the clock's wrap), is UINT64_MAX: never; likewise reset_after_ns.
+ * is not (a wait of 0 stays 0).  Across the clock's wrap at 2^64 ns: a
+ * policy with a windowed limit (any but GCRA) reads a key it kept from
+ * before the wrap as at its latest admission before it, until the key has
+ * been idle beyond its range (sluice_acquire_at()).  So such a policy's
+ * wait that would end past 2^64 - 1 ns, and every wait told to a call
+ * stamped after the wrap on such a key, ends when the key goes idle
+ * beyond its range: told as the time until then (counted modulo 2^64),
+ * or UINT64_MAX (never) where some limit never reads a key as idle (a
+ * sliding log: its stamps are absolute); likewise reset_after_ns.
  */
 struct sluice_result {
     uint64_t limit;          /* count of the binding limit */

@@ -49,7 +49,7 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
         if (lim->ops->report(lim, g->w + lim->off, g->at, rc == SL_OK ? 0 : cost, &r) ==
             SL_FROZEN)
             r = (struct sl_report){0, 0, 0, 0};
-        sl_report_behind(&r, g->behind);
+        sl_report_for_caller(&r, g);
         sl_result_fill(res, g, 0, 0, &r);
     }
     return rc;

@@ -137,6 +137,7 @@ struct sl_target {
                                    latest admission) */
     uint64_t behind;            /* at less the caller's time, if after it: the
                                    result's waits count from the caller's time */
+    uint64_t now;               /* the caller's time */
     unsigned flags;             /* SLUICE_F_* */
     unsigned charged;           /* limits charged so far */
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
@@ -175,7 +176,9 @@ static inline void sl_target_use_at(struct sl_target *g, struct sl_entry *e,
     g->e = e;
     g->pol = pol;
     g->at = at;
-    /* modular; past the wrap (sl_decide_time's absolute rule) it stays 0: open */
+    g->now = now;
+    /* modular; past the wrap (sl_decide_time's absolute rule) it stays 0:
+     * such a key's waits are told by sl_report_for_caller */
     g->behind = (int64_t)(at - now) > 0 ? at - now : 0;
     g->w = e != NULL ? e->w : pol->zero_w;
     if (pol->is_override)

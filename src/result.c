@@ -6,6 +6,33 @@
  */
 #include "result.h"
 
+/*
+ * A policy with a windowed limit keeps a key from before the clock's wrap
+ * at 2^64 ns pinned at its latest admission before it (sl_decide_time):
+ * read as it was then, until it is idle beyond its range (made fresh once
+ * now - last > idle_fresh_ns, under 2^63: sl_idle_beyond; never if that
+ * cannot be).  So a wait that would end past 2^64 - 1 ends only then, and
+ * so does every wait of a call decided at such a pinned time: told as the
+ * time until then, or UINT64_MAX.  (An outside tester: a GCRA wait of 1 s
+ * across the wrap, beside a window, was refused at its end and ever
+ * after; a window's key called after the wrap told a reset it never had.)
+ */
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, bool pinned)
+{
+    uint64_t *waits[3] = {&r->retry_after, &r->reset_after, &r->reset_charged};
+    uint64_t room = UINT64_MAX - g->now, last, until = UINT64_MAX;
+
+    /* the key's latest admission, this call's own included; a key not
+     * (yet) kept would be made at the decision's time */
+    if (g->e == NULL || !sl_entry_last(g->e, &last))
+        last = g->at;
+    if (g->pol->idle_fresh_ns < (uint64_t)INT64_MAX)
+        until = last + g->pol->idle_fresh_ns + 1 - g->now; /* modular: it may follow the wrap */
+    for (int i = 0; i < 3; i++)
+        if (*waits[i] != 0 && (pinned || *waits[i] > room))
+            *waits[i] = until;
+}
+
 /* The verdict alone (no numbers wanted): no division.  Every limit is
  * read but the first limit of key skip (n: none), which its caller decides
  * by charging it first; so a frozen entry is reported as the full report
@@ -55,7 +82,7 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
                 *frozen = i;
                 return SL_FROZEN;
             }
-            sl_report_behind(&r, g[i].behind);
+            sl_report_for_caller(&r, &g[i]);
             if (rc == SL_NO) {
                 if (!denied || r.retry_after > worst.retry_after) {
                     worst = r;

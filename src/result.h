@@ -28,6 +28,24 @@ static inline void sl_report_behind(struct sl_report *r, uint64_t behind)
     r->reset_charged = sl_wait_behind(r->reset_charged, behind);
 }
 
+/* (result.c) A wait of a key pinned before the clock's wrap: see there. */
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, bool pinned);
+
+/* A limit's report, read at g->at, told from the caller's time: every
+ * wait the result gives passes through here. */
+static inline void sl_report_for_caller(struct sl_report *r, const struct sl_target *g)
+{
+    uint64_t room = UINT64_MAX - g->now; /* the longest wait that ends before the wrap */
+    bool pinned;
+
+    sl_report_behind(r, g->behind);
+    if (!g->pol->absolute)
+        return;
+    pinned = (int64_t)(g->at - g->now) < 0; /* decided as at a time before the caller's */
+    if (pinned || r->retry_after > room || r->reset_after > room || r->reset_charged > room)
+        sl_report_past_wrap(r, g, pinned);
+}
+
 static inline void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
                            unsigned limit, const struct sl_report *r)
 {

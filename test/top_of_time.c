@@ -173,10 +173,90 @@ static void test_reap_at_the_top(void)
             }
 }
 
+/*
+ * Waits across the clock's wrap (an outside tester's find).  A policy with
+ * a windowed limit keeps a key from before the wrap pinned at its latest
+ * admission until the key is idle beyond its range.  A GCRA wait beside a
+ * window that ended past 2^64 - 1 was told as GCRA's own 1 s, and the call
+ * at its end was refused, as were those days after; a window's key called
+ * after the wrap was told a reset it never had.  A wait told must hold:
+ * the request stamped at its end is admitted, one stamped a nanosecond
+ * earlier is not.
+ */
+static void wait_holds(const char *what, sluice_t *l, const char *key, uint64_t t, uint64_t wait)
+{
+    size_t len = strlen(key);
+
+    CHECK(wait != 0 && wait != UINT64_MAX);
+    if (wait == 0 || wait == UINT64_MAX)
+        return;
+    if (sluice_peek_at(l, key, len, 1, t + wait - 1, NULL) != SLUICE_DENY) {
+        fprintf(stderr, "%s: admitted before the wait told\n", what);
+        t_failures++;
+    }
+    if (sluice_peek_at(l, key, len, 1, t + wait, NULL) != SLUICE_ALLOW) {
+        fprintf(stderr, "%s: refused at the end of the wait told\n", what);
+        t_failures++;
+    }
+}
+
+static sluice_t *limiter2(struct sluice_limit a, struct sluice_limit b)
+{
+    struct sluice_config cfg;
+
+    sluice_config_init(&cfg);
+    cfg.policy.nlimits = 2;
+    cfg.policy.limits[0] = a;
+    cfg.policy.limits[1] = b;
+    return t_create(&cfg);
+}
+
+static void test_waits_across_the_wrap(void)
+{
+    const uint64_t t0 = UINT64_MAX - NS_PER_S / 2, after = 5 * NS_PER_S;
+    struct sluice_result r;
+    uint64_t reset;
+    sluice_t *l;
+
+    /* a GCRA wait of 1 s across the wrap, beside a window */
+    l = limiter2(t_limit(SLUICE_GCRA, 1, NS_PER_S, 0, 0), t_limit(SLUICE_FIXED_WINDOW, 10, 1000, 0, 0));
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + 1, &r), SLUICE_DENY);
+    CHECK(r.retry_after_ns > UINT64_MAX - (t0 + 1)); /* it ends past the wrap */
+    wait_holds("gcra beside a window, across the wrap", l, "k", t0 + 1, r.retry_after_ns);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + 1 + r.retry_after_ns, NULL), SLUICE_ALLOW);
+    sluice_destroy(l);
+
+    /* a window's key full before the wrap, called after it */
+    l = t_limiter1(SLUICE_FIXED_WINDOW, 10, 3 * NS_PER_S, 0, 0);
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, after, &r), SLUICE_DENY);
+    CHECK_EQ(r.remaining, 0);
+    wait_holds("a full window after the wrap", l, "k", after, r.retry_after_ns);
+    reset = r.reset_after_ns;
+    CHECK(reset != 0 && reset != UINT64_MAX);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, after + reset - 1, &r), SLUICE_DENY);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, after + reset, &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 9); /* all 10 back, less this request's 1 */
+    sluice_destroy(l);
+
+    /* beside a sliding log, which never reads a key as idle: never */
+    l = limiter2(t_limit(SLUICE_GCRA, 1, NS_PER_S, 0, 0), t_limit(SLUICE_SLIDING_LOG, 10, 1000, 0, 0));
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, &r), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0 + 1, &r), SLUICE_DENY);
+    CHECK_U64(r.retry_after_ns, UINT64_MAX);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, after, &r), SLUICE_DENY);
+    CHECK_U64(r.retry_after_ns, UINT64_MAX);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, UINT64_C(1) << 62, NULL), SLUICE_DENY);
+    sluice_destroy(l);
+}
+
 int main(void)
 {
     test_finest_width_at_the_top();
     test_precision_at_the_top();
     test_reap_at_the_top();
+    test_waits_across_the_wrap();
     return t_done("top_of_time");
 }
