@@ -90,7 +90,8 @@ enum sluice_algo {
      * 2^55 ns (about 417 days) of its latest admission, behind or ahead;
      * idle longer, a key is fresh (as for GCRA) when its period is below
      * 2^54 - 2^41 ns (about 208 days), else it can read as spent (fail
-     * closed).  A stacked policy restarts a key once every limit is idle
+     * closed), and a reset_after_ns that ends beyond that range is an
+     * estimate.  A stacked policy restarts a key once every limit is idle
      * beyond its own range; a limit read beyond its range before that
      * (GCRA's beside a long window or a sliding log) can read as spent. */
     SLUICE_FIXED_WINDOW,
@@ -104,7 +105,10 @@ enum sluice_algo {
      * idle beyond its range for that long (2.3 to 4.6 years), a slot no
      * admission has rewritten since reads as the sub-bucket that long
      * after it: its old units count again, and the key can be denied
-     * units its window has (fail closed, never more admitted). */
+     * units its window has (fail closed, never more admitted); such a
+     * slot is read once an admission moves the ring's head past it, so
+     * the numbers after that admission (remaining, reset_after_ns) can
+     * count them where a peek before it did not. */
     SLUICE_SLIDING_WINDOW,
     /* Exact: one timestamp per admitted unit.  count <= 65536, larger counts
      * get -EINVAL.  8 bytes per unit of count per key, plus 32.  Timestamps
@@ -435,7 +439,9 @@ SLUICE_API int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, 
  * created, no statistic counted).  Same return values, and res the same,
  * except for a key not yet tracked while the limiter is at max_keys: an
  * acquire would first try to reap room, a peek answers as if it found some
- * and sets SLUICE_F_AT_MAX_KEYS.
+ * and sets SLUICE_F_AT_MAX_KEYS; and for the sliding window's ring slots
+ * read past their range (SLUICE_SLIDING_WINDOW), which an admission's
+ * numbers can count and a peek's do not.
  */
 SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                               uint64_t now_ns, struct sluice_result *res);

@@ -20,6 +20,8 @@ struct approx_view {
     uint64_t idx;               /* absolute window index decided in */
     uint64_t elapsed;           /* ns into that window */
     uint64_t prev, cur;
+    uint64_t real_cur;          /* cur as stored (before a behind view raised it) */
+    bool behind;                /* now is older than the stored window */
 };
 
 /* As fixed_view(); a time older than the stored window is decided at the
@@ -31,12 +33,15 @@ static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, stru
 
     v->idx = idx;
     v->elapsed = now - idx * lim->width;
-    v->prev = v->cur = 0;
+    v->prev = v->cur = v->real_cur = 0;
+    v->behind = false;
     if (prev == 0 && cur == 0)
         return;
     if (d < 0) { /* decided in the stored window, as full: see fixed_view */
         v->idx = idx - (uint64_t)d;
         v->elapsed = 0;
+        v->behind = true;
+        v->real_cur = cur;
         cur = sl_max64(cur, lim->def.count);
     }
     if (d <= 0) {
@@ -149,6 +154,18 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
     if (room >= (sl_i128)((sl_u128)cost * lim->width)) {
         out->retry_after = 0;
         return SL_OK;
+    }
+    if (v.behind) {
+        /* Read as full only until the stored window begins; from then on
+         * its real units count (as sliding_report): the wait is the later
+         * of the two, not the full reading's. */
+        struct approx_view real = v;
+        real.cur = v.real_cur;
+        v.cur = v.real_cur;
+        if (approx_room(lim, &real) >= (sl_i128)((sl_u128)cost * lim->width)) {
+            out->retry_after = sl_wait_until(start, now, 1);
+            return SL_NO;
+        }
     }
     if (v.cur + cost <= count) /* later in this window */
         at = start + approx_first_fit(lim->width, v.prev, count - v.cur - cost);

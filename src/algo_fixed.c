@@ -106,6 +106,11 @@ static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
         out->retry_after = 0;
         return SL_OK;
     }
+    /* Behind the stored window (read as full): its real units count from
+     * its start on (as sliding_report), so wait only until then if they fit. */
+    if (sl_index_diff(lim, sl_udiv_do(now, &lim->by_width), idx) < 0 &&
+        (c & lim->cmask) + cost <= lim->def.count)
+        end = (sl_u128)idx * lim->width;
     out->retry_after = sl_wait_until(end, now, 1);
     return SL_NO;
 }

@@ -496,6 +496,46 @@ static void test_idle_beyond_range(void)
 }
 
 /*
+ * A short window read far beyond its range beside a long one that keeps
+ * the key from restarting (an outside tester): its stored window index,
+ * kept modulo its range, read as ahead of the call, which is refused as
+ * if that window were full (fail closed, as the header allows).  The wait
+ * told was to that window's end; from its start its real units count,
+ * and there the request fits: admitted 1,500 ns before the wait told.
+ * The wait is now to the start when the real units fit.
+ */
+static void behind_case(const char *what, struct sluice_limit shortw)
+{
+    struct sluice_config cfg;
+    struct sluice_result r;
+    const uint64_t t0 = (UINT64_C(1) << 54) - 1, t1 = t0 + UINT64_C(110384246925235093);
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    cfg.policy.nlimits = 2;
+    cfg.policy.limits[0] = shortw;
+    cfg.policy.limits[1] =
+        t_limit(SLUICE_SLIDING_WINDOW, 15, UINT64_C(1) << 54, 0, UINT64_C(1) << 54);
+    l = t_create(&cfg);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t1, &r), SLUICE_DENY);
+    CHECK(r.retry_after_ns > 1 && r.retry_after_ns != UINT64_MAX);
+    if (sluice_peek_at(l, "k", 1, 1, t1 + r.retry_after_ns - 1, NULL) != SLUICE_DENY ||
+        sluice_peek_at(l, "k", 1, 1, t1 + r.retry_after_ns, NULL) != SLUICE_ALLOW) {
+        fprintf(stderr, "%s: retry_after %llu not honoured to the nanosecond\n", what,
+                (unsigned long long)r.retry_after_ns);
+        t_failures++;
+    }
+    sluice_destroy(l);
+}
+
+static void test_wait_behind_stored_window(void)
+{
+    behind_case("approximate 2 per us", t_limit(SLUICE_APPROX_SLIDING, 2, 1000, 0, 0));
+    behind_case("fixed 2 per us", t_limit(SLUICE_FIXED_WINDOW, 2, 1000, 0, 0));
+}
+
+/*
  * A sliding window's ring slot is written only when its sub-bucket had
  * units.  A key busy for more than half the index range (2^(ibits-1)
  * sub-buckets: 417 days of steady traffic, or one call with times passed
@@ -549,6 +589,7 @@ int main(void)
     test_waits_past_the_top();
     test_clock_wrap();
     test_idle_beyond_range();
+    test_wait_behind_stored_window();
     test_busy_beyond_ring(false);
     test_busy_beyond_ring(true);
     return t_done("ranges");
