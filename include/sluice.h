@@ -93,7 +93,8 @@ enum sluice_algo {
      * closed), and a reset_after_ns that ends beyond that range is an
      * estimate.  A stacked policy restarts a key once every limit is idle
      * beyond its own range; a limit read beyond its range before that
-     * (GCRA's beside a long window or a sliding log) can read as spent. */
+     * (GCRA's beside a long window or a sliding log) can read as spent,
+     * and the waits it tells then are estimates. */
     SLUICE_FIXED_WINDOW,
     /* Ring of ceil(period/precision) sub-bucket counters plus a head word.
      * Boundary burst at most one sub-bucket's worth.  8 bytes per sub-bucket
