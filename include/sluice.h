@@ -192,11 +192,14 @@ struct sluice_config {
  * policy with a windowed limit (any but GCRA) reads a key it kept from
  * before the wrap as at its latest admission before it, until the key has
  * been idle beyond its range (sluice_acquire_at()).  So such a policy's
- * wait that would end past 2^64 - 1 ns, and every wait told to a call
- * stamped after the wrap on such a key, ends when the key goes idle
- * beyond its range: told as the time until then (counted modulo 2^64),
- * or UINT64_MAX (never) where some limit never reads a key as idle (a
- * sliding log: its stamps are absolute); likewise reset_after_ns.
+ * wait that would end past 2^64 - 1 ns (on a key not yet past the wrap),
+ * and every wait told to a call stamped after the wrap on such a key,
+ * ends when the key goes idle beyond its range: told as the time until
+ * then (counted modulo 2^64), or UINT64_MAX (never) where some limit
+ * never reads a key as idle (a sliding log: its stamps are absolute);
+ * likewise reset_after_ns.  A request on several keys whose wait ends
+ * past the wrap waits as well for each key that refuses it as it was
+ * before the wrap.
  */
 struct sluice_result {
     uint64_t limit;          /* count of the binding limit */

@@ -6,31 +6,79 @@
  */
 #include "result.h"
 
+/* The time until g's key goes idle beyond its range, from the caller's
+ * time (0: already; UINT64_MAX: never), last being its latest admission. */
+static uint64_t sl_until_fresh(const struct sl_target *g, uint64_t last)
+{
+    if (g->pol->idle_fresh_ns >= (uint64_t)INT64_MAX)
+        return UINT64_MAX;
+    return sl_idle_beyond(g->now, last, g->pol->idle_fresh_ns)
+               ? 0
+               : last + g->pol->idle_fresh_ns + 1 - g->now; /* modular */
+}
+
 /*
  * A policy with a windowed limit keeps a key from before the clock's wrap
  * at 2^64 ns pinned at its latest admission before it (sl_decide_time):
  * read as it was then, until it is idle beyond its range (made fresh once
  * now - last > idle_fresh_ns, under 2^63: sl_idle_beyond; never if that
- * cannot be).  So a wait that would end past 2^64 - 1 ends only then, and
- * so does every wait of a call decided at such a pinned time: told as the
+ * cannot be).  So a wait whose end is stamped after the wrap but before
+ * the key's latest time, numerically (it crossed the wrap, or the call
+ * itself was decided at such a pinned time), ends only then: told as the
  * time until then, or UINT64_MAX.  (An outside tester: a GCRA wait of 1 s
  * across the wrap, beside a window, was refused at its end and ever
  * after; a window's key called after the wrap told a reset it never had.)
+ * A wait that crosses the wrap to a key already past it is as told (a
+ * reviewer: a stale call at 2^64 - 10 on a key admitted at 5).
  */
-void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, bool pinned)
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g)
 {
     uint64_t *waits[3] = {&r->retry_after, &r->reset_after, &r->reset_charged};
-    uint64_t room = UINT64_MAX - g->now, last, until = UINT64_MAX;
+    uint64_t last, until;
 
     /* the key's latest admission, this call's own included; a key not
      * (yet) kept would be made at the decision's time */
     if (g->e == NULL || !sl_entry_last(g->e, &last))
         last = g->at;
-    if (g->pol->idle_fresh_ns < (uint64_t)INT64_MAX)
-        until = last + g->pol->idle_fresh_ns + 1 - g->now; /* modular: it may follow the wrap */
+    /* 0 if the next call finds the key fresh already (made at a reap's
+     * floor beyond its range) */
+    until = sl_until_fresh(g, last);
     for (int i = 0; i < 3; i++)
-        if (*waits[i] != 0 && (pinned || *waits[i] > room))
+        if (*waits[i] != 0 && (*waits[i] == UINT64_MAX || g->now + *waits[i] < last))
             *waits[i] = until;
+}
+
+/*
+ * A request on several keys refused with a wait *w that ends past the
+ * wrap: every key kept from before the wrap under a windowed limit is
+ * pinned there at its latest admission until idle beyond its range, and
+ * one that refuses the request as it was then refuses it at the wait's
+ * end too, however freely it reads now (a reviewer: acquire_all of a key
+ * admitting now, in a new window, and one spent to past the wrap was
+ * told a wait at which the first refused).  So the wait is at least the
+ * time until each such key goes idle.
+ */
+void sl_wait_pinned_keys(const struct sl_target *g, size_t n, uint64_t cost, uint64_t *w)
+{
+    for (bool raised = true; raised && *w != 0 && *w != UINT64_MAX;) {
+        raised = false;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t last, until;
+            bool refuses = false;
+            if (!g[i].pol->absolute || g[i].e == NULL || !sl_entry_last(g[i].e, &last) ||
+                g[i].now + *w >= last) /* not pinned at the wait's end */
+                continue;
+            for (unsigned j = 0; j < g[i].pol->nlimits && !refuses; j++) {
+                const struct sl_lim *lim = &g[i].pol->lim[j];
+                refuses = lim->ops->report(lim, g[i].w + lim->off, last, cost, NULL) != SL_OK;
+            }
+            until = sl_until_fresh(&g[i], last);
+            if (refuses && until > *w) {
+                *w = until;
+                raised = true;
+            }
+        }
+    }
 }
 
 /* The verdict alone (no numbers wanted): no division.  Every limit is
@@ -103,6 +151,8 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
             }
         }
     }
+    if (denied && n > 1)
+        sl_wait_pinned_keys(g, n, cost, &worst.retry_after);
     if (res != NULL && denied)
         sl_result_fill(res, &g[worst_key], worst_key, worst_lim, &worst);
     else if (res != NULL)

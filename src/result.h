@@ -28,22 +28,20 @@ static inline void sl_report_behind(struct sl_report *r, uint64_t behind)
     r->reset_charged = sl_wait_behind(r->reset_charged, behind);
 }
 
-/* (result.c) A wait of a key pinned before the clock's wrap: see there. */
-void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, bool pinned);
+/* (result.c) The waits of a key pinned before the clock's wrap. */
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g);
 
 /* A limit's report, read at g->at, told from the caller's time: every
  * wait the result gives passes through here. */
 static inline void sl_report_for_caller(struct sl_report *r, const struct sl_target *g)
 {
-    uint64_t room = UINT64_MAX - g->now; /* the longest wait that ends before the wrap */
-    bool pinned;
+    uint64_t room = UINT64_MAX - g->now; /* a wait this long or more ends past 2^64 - 1 */
 
     sl_report_behind(r, g->behind);
-    if (!g->pol->absolute)
-        return;
-    pinned = (int64_t)(g->at - g->now) < 0; /* decided as at a time before the caller's */
-    if (pinned || r->retry_after > room || r->reset_after > room || r->reset_charged > room)
-        sl_report_past_wrap(r, g, pinned);
+    /* past the wrap, or decided as at a time before the caller's (pinned) */
+    if (g->pol->absolute && ((int64_t)(g->at - g->now) < 0 || r->retry_after >= room ||
+                             r->reset_after >= room || r->reset_charged >= room))
+        sl_report_past_wrap(r, g);
 }
 
 static inline void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,
@@ -73,6 +71,9 @@ static inline void sl_result_finish(struct sluice_result *res, int rc, unsigned 
         res->retry_after_ns = 1;
 }
 
+/* A request on several keys refused with wait *w: raised to cover keys
+ * pinned before the clock's wrap that refuse it there. */
+void sl_wait_pinned_keys(const struct sl_target *g, size_t n, uint64_t cost, uint64_t *w);
 /* The verdict of every limit of every key but the first of key skip (n:
  * none), read-only: SL_OK, SL_NO or SL_FROZEN (*frozen: the key replaced). */
 int sl_verdict_but(struct sl_target *g, size_t n, uint64_t cost, size_t skip, size_t *frozen);

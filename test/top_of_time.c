@@ -250,6 +250,63 @@ static void test_waits_across_the_wrap(void)
     CHECK_U64(r.retry_after_ns, UINT64_MAX);
     CHECK_EQ(sluice_peek_at(l, "k", 1, 1, UINT64_C(1) << 62, NULL), SLUICE_DENY);
     sluice_destroy(l);
+
+    /* a reviewer's: a stale call just before the wrap on a key already
+     * past it waits as told, no longer (the key is not pinned) */
+    l = t_limiter1(SLUICE_FIXED_WINDOW, 1, 1000, 0, 0);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, 5, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, UINT64_MAX - 9, &r), SLUICE_DENY);
+    CHECK_U64(r.retry_after_ns, 1010);
+    wait_holds("a stale call before the wrap", l, "k", UINT64_MAX - 9, r.retry_after_ns);
+    sluice_destroy(l);
+
+    /* and a key made at a reap's floor before the wrap, called when that
+     * floor is beyond the key's range: the next call finds it fresh */
+    l = t_limiter1(SLUICE_FIXED_WINDOW, 1, 1000, 0, 0);
+    CHECK_EQ(sluice_acquire_at(l, "x", 1, 1, UINT64_MAX - 5099, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_reap(l, UINT64_MAX - 99), 1);
+    /* the floor's idle range (2 periods + 2^41 + 1), and 10 ns */
+    CHECK_EQ(sluice_acquire_at(l, "n", 1, 1, UINT64_MAX - 99 + 2011 + (UINT64_C(1) << 41), &r),
+             SLUICE_ALLOW);
+    CHECK_U64(r.reset_after_ns, 0);
+    /* while the floor is in range, the key stays pinned there until then */
+    CHECK_EQ(sluice_acquire_at(l, "m", 1, 1, after, &r), SLUICE_ALLOW);
+    wait_holds("a key made at a floor before the wrap", l, "m", after, r.reset_after_ns);
+    sluice_destroy(l);
+}
+
+/* acquire_all: one key admits now, in a new window, but is kept from
+ * before the wrap, where its window is spent; the other's wait crosses
+ * the wrap.  The wait told covers the first key's pinned time (a
+ * reviewer: refused at the end of the wait told). */
+static void test_acquire_all_across_the_wrap(void)
+{
+    const uint64_t m = UINT64_MAX, big = UINT64_C(1) << 41;
+    struct sluice_limit wins[2] = {t_limit(SLUICE_FIXED_WINDOW, 1, 1000, 0, 0),
+                                   t_limit(SLUICE_GCRA, 1, NS_PER_S, 0, 0)};
+    const uint64_t now[2] = {m - 500, m - NS_PER_S / 2};
+
+    for (int c = 0; c < 2; c++) {
+        sluice_t *a = t_limiter1(SLUICE_FIXED_WINDOW, 1, big, 0, 0);
+        sluice_t *b = t_limiter1(wins[c].algo, wins[c].count, wins[c].period_ns, 0, 0);
+        struct sluice_key k[2] = {{a, "a", 1}, {b, "b", 1}};
+        struct sluice_result r;
+        uint64_t w;
+
+        CHECK_EQ(sluice_acquire_at(a, "a", 1, 1, m - big - 10, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_at(b, "b", 1, 1, now[c] - 100, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_all(k, 2, 1, now[c], &r), SLUICE_DENY);
+        w = r.retry_after_ns;
+        CHECK(w > 1 && w != UINT64_MAX);
+        if (w > 1 && w != UINT64_MAX) {
+            CHECK_EQ(sluice_peek_at(a, "a", 1, 1, now[c] + w - 1, NULL) == SLUICE_DENY ||
+                         sluice_peek_at(b, "b", 1, 1, now[c] + w - 1, NULL) == SLUICE_DENY,
+                     1);
+            CHECK_EQ(sluice_acquire_all(k, 2, 1, now[c] + w, NULL), SLUICE_ALLOW);
+        }
+        sluice_destroy(a);
+        sluice_destroy(b);
+    }
 }
 
 int main(void)
@@ -258,5 +315,6 @@ int main(void)
     test_precision_at_the_top();
     test_reap_at_the_top();
     test_waits_across_the_wrap();
+    test_acquire_all_across_the_wrap();
     return t_done("top_of_time");
 }
