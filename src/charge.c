@@ -189,7 +189,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost,
                     r = (struct sl_report){0, 0, 0, 0};
                 if (seen != SL_NO)
                     r.retry_after = 1; /* freed or moved meanwhile: try again now */
-                sl_report_for_caller(&r, &g[i]);
+                sl_report_for_caller(&r, &g[i], cost);
                 if (n > 1)
                     sl_wait_pinned_keys(g, n, cost, &r.retry_after);
                 sl_result_fill(res, &g[i], (unsigned)i, j, &r);

@@ -46,10 +46,10 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     }
     if (res != NULL) {
         struct sl_report r;
-        if (lim->ops->report(lim, g->w + lim->off, g->at, rc == SL_OK ? 0 : cost, &r) ==
-            SL_FROZEN)
+        uint64_t asked = rc == SL_OK ? 0 : cost; /* admitted: the state after it */
+        if (lim->ops->report(lim, g->w + lim->off, g->at, asked, &r) == SL_FROZEN)
             r = (struct sl_report){0, 0, 0, 0};
-        sl_report_for_caller(&r, g);
+        sl_report_for_caller(&r, g, asked);
         sl_result_fill(res, g, 0, 0, &r);
     }
     return rc;

@@ -31,21 +31,27 @@ static uint64_t sl_until_fresh(const struct sl_target *g, uint64_t last)
  * A wait that crosses the wrap to a key already past it is as told (a
  * reviewer: a stale call at 2^64 - 10 on a key admitted at 5).
  */
-void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g)
+static void sl_wait_pinned(uint64_t *w, const struct sl_target *g, uint64_t last)
 {
-    uint64_t *waits[3] = {&r->retry_after, &r->reset_after, &r->reset_charged};
-    uint64_t last, until;
+    if (*w != 0 && (*w == UINT64_MAX || g->now + *w < last))
+        *w = sl_until_fresh(g, last);
+}
 
-    /* the key's latest admission, this call's own included; a key not
-     * (yet) kept would be made at the decision's time */
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, uint64_t cost)
+{
+    /* the decision's time as last_ns keeps it (the three latest read back
+     * as the first of them: sl_last_encode) */
+    uint64_t at = g->at < SL_LAST_EXACT ? g->at : SL_LAST_EXACT, last;
+
+    /* the key's latest admission; a key not (yet) kept would be made at
+     * the decision's time */
     if (g->e == NULL || !sl_entry_last(g->e, &last))
-        last = g->at;
-    /* 0 if the next call finds the key fresh already (made at a reap's
-     * floor beyond its range) */
-    until = sl_until_fresh(g, last);
-    for (int i = 0; i < 3; i++)
-        if (*waits[i] != 0 && (*waits[i] == UINT64_MAX || g->now + *waits[i] < last))
-            *waits[i] = until;
+        last = at;
+    sl_wait_pinned(&r->retry_after, g, last);
+    sl_wait_pinned(&r->reset_after, g, last);
+    /* what a charge of cost at g->at leaves (a peek's too, so that it says
+     * what the acquire's numbers, read after its commit, will) */
+    sl_wait_pinned(&r->reset_charged, g, cost != 0 && (int64_t)(at - last) > 0 ? at : last);
 }
 
 /*
@@ -130,7 +136,7 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
                 *frozen = i;
                 return SL_FROZEN;
             }
-            sl_report_for_caller(&r, &g[i]);
+            sl_report_for_caller(&r, &g[i], cost);
             if (rc == SL_NO) {
                 if (!denied || r.retry_after > worst.retry_after) {
                     worst = r;

@@ -29,11 +29,12 @@ static inline void sl_report_behind(struct sl_report *r, uint64_t behind)
 }
 
 /* (result.c) The waits of a key pinned before the clock's wrap. */
-void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g);
+void sl_report_past_wrap(struct sl_report *r, const struct sl_target *g, uint64_t cost);
 
-/* A limit's report, read at g->at, told from the caller's time: every
- * wait the result gives passes through here. */
-static inline void sl_report_for_caller(struct sl_report *r, const struct sl_target *g)
+/* A limit's report, read at g->at for cost, told from the caller's time:
+ * every wait the result gives passes through here. */
+static inline void sl_report_for_caller(struct sl_report *r, const struct sl_target *g,
+                                        uint64_t cost)
 {
     uint64_t room = UINT64_MAX - g->now; /* a wait this long or more ends past 2^64 - 1 */
 
@@ -41,7 +42,7 @@ static inline void sl_report_for_caller(struct sl_report *r, const struct sl_tar
     /* past the wrap, or decided as at a time before the caller's (pinned) */
     if (g->pol->absolute && ((int64_t)(g->at - g->now) < 0 || r->retry_after >= room ||
                              r->reset_after >= room || r->reset_charged >= room))
-        sl_report_past_wrap(r, g);
+        sl_report_past_wrap(r, g, cost);
 }
 
 static inline void sl_result_fill(struct sluice_result *res, const struct sl_target *g, unsigned key,

@@ -275,6 +275,28 @@ static void test_waits_across_the_wrap(void)
     sluice_destroy(l);
 }
 
+/* A peek says what the acquire will: the reset after an admission whose
+ * window ends past the wrap counts from the admission's own time, which
+ * a peek has not committed (a reset 57 ns apart, the tester's fuzzer). */
+static void test_peek_across_the_wrap(void)
+{
+    const uint64_t t0 = UINT64_MAX - NS_PER_S / 2, t1 = t0 + 1000; /* the last window */
+    sluice_t *l = t_limiter1(SLUICE_FIXED_WINDOW, 10, 3 * NS_PER_S, 0, 0);
+    struct sluice_result p, a, q;
+
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 1, t1, &p), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, t1, &a), SLUICE_ALLOW);
+    CHECK_U64(p.reset_after_ns, a.reset_after_ns);
+    CHECK_EQ(p.remaining, a.remaining);
+    CHECK(a.reset_after_ns > UINT64_MAX - t1); /* past the wrap */
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 0, t1 + a.reset_after_ns - 1, &q), SLUICE_ALLOW);
+    CHECK(q.remaining < 10);
+    CHECK_EQ(sluice_peek_at(l, "k", 1, 0, t1 + a.reset_after_ns, &q), SLUICE_ALLOW);
+    CHECK_EQ(q.remaining, 10);
+    sluice_destroy(l);
+}
+
 /* acquire_all: one key admits now, in a new window, but is kept from
  * before the wrap, where its window is spent; the other's wait crosses
  * the wrap.  The wait told covers the first key's pinned time (a
@@ -316,5 +338,6 @@ int main(void)
     test_reap_at_the_top();
     test_waits_across_the_wrap();
     test_acquire_all_across_the_wrap();
+    test_peek_across_the_wrap();
     return t_done("top_of_time");
 }
