@@ -90,8 +90,8 @@ enum sluice_algo {
      * 2^55 ns (about 417 days) of its latest admission, behind or ahead;
      * idle longer, a key is fresh (as for GCRA) when its period is below
      * 2^54 - 2^41 ns (about 208 days), else it can read as spent (fail
-     * closed), and a reset_after_ns that ends beyond that range is an
-     * estimate.  A stacked policy restarts a key once every limit is idle
+     * closed), and the waits it tells beyond that range (retry_after_ns,
+     * and a reset_after_ns that ends there) are estimates.  A stacked policy restarts a key once every limit is idle
      * beyond its own range; a limit read beyond its range before that
      * (GCRA's beside a long window or a sliding log) can read as spent,
      * and the waits it tells then are estimates. */
