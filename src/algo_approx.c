@@ -159,10 +159,8 @@ static int approx_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, ui
         /* Read as full only until the stored window begins; from then on
          * its real units count (as sliding_report): the wait is the later
          * of the two, not the full reading's. */
-        struct approx_view real = v;
-        real.cur = v.real_cur;
         v.cur = v.real_cur;
-        if (approx_room(lim, &real) >= (sl_i128)((sl_u128)cost * lim->width)) {
+        if (approx_room(lim, &v) >= (sl_i128)((sl_u128)cost * lim->width)) {
             out->retry_after = sl_wait_until(start, now, 1);
             return SL_NO;
         }
