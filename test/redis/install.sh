@@ -45,14 +45,24 @@ for attempt in 1 2 3 4 5; do
     redis-server --port "$port" --bind 127.0.0.1 --dir "$tmp" --save '' --appendonly no >/dev/null &
     pid=$!
     for i in $(seq 50); do
-        redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG && break 2
-        kill -0 "$pid" 2>/dev/null || break
+        kill -0 "$pid" 2>/dev/null || break # ours could not bind: the port is another's
+        # the answer must be our server's, not another test's on the same port
+        redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' |
+            grep -qx "process_id:$pid" && break 2
         sleep 0.05
     done
     kill "$pid" 2>/dev/null; pid=
 done
 [ -n "$pid" ] || { echo "could not start redis-server"; exit 1; }
-LD_LIBRARY_PATH="$(dirname "$pcdir")" "$tmp/example" "$port" >"$tmp/out"
+status=0
+LD_LIBRARY_PATH="$(dirname "$pcdir")" "$tmp/example" "$port" >"$tmp/out" 2>"$tmp/err" || status=$?
 cat "$tmp/out"
-[ "$(grep -c '^allowed' "$tmp/out")" = 2 ] && grep -q '^rate limited' "$tmp/out" || exit 1
+if [ "$status" != 0 ] || [ "$(grep -c '^allowed' "$tmp/out")" != 2 ] ||
+    ! grep -q '^rate limited' "$tmp/out"; then
+    # say what happened: exit status (128 + n: killed by signal n), stderr, the server
+    echo "the example failed: exit status $status; its stderr:"
+    cat "$tmp/err"
+    kill -0 "$pid" 2>/dev/null && echo "redis-server $pid still runs" || echo "redis-server $pid is gone"
+    exit 1
+fi
 echo "install: sluice-redis.pc links, the README example runs"

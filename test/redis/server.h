@@ -74,6 +74,23 @@ static int redis_ping(void)
     return ok;
 }
 
+/* The server answering on `port` is the one this test started: not
+ * another test's that took the port first (ours then fails to bind, and
+ * a PING alone would be answered by theirs). */
+static int redis_is_ours(void)
+{
+    redisReply *r = redis_cmd("INFO server");
+    const char *p;
+    int ours = 0;
+
+    if (r != NULL && r->type == REDIS_REPLY_STRING &&
+        (p = strstr(r->str, "process_id:")) != NULL)
+        ours = atol(p + strlen("process_id:")) == (long)server;
+    if (r)
+        freeReplyObject(r);
+    return ours;
+}
+
 /* Start redis-server: on `port` if it is set, else on a free one found by trying. */
 static int redis_start(void)
 {
@@ -104,7 +121,7 @@ static int redis_start(void)
         }
         for (int i = 0; i < 100; i++) {
             int st;
-            if (redis_ping())
+            if (redis_ping() && redis_is_ours())
                 return 0;
             if (waitpid(server, &st, WNOHANG) == server)
                 break; /* port taken, or no redis-server: try again */
