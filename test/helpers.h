@@ -173,6 +173,17 @@ static inline sluice_t *t_open_shared(const char *path, const struct sluice_conf
     return l;
 }
 
+/* A wait told at t holds to the nanosecond: a cost-1 request on key is
+ * admitted at t + wait and refused at t + wait - 1 (peeks: nothing is
+ * charged).  The header's promise for retry_after_ns. */
+static inline bool t_wait_holds(sluice_t *l, const char *key, uint64_t t, uint64_t wait)
+{
+    size_t len = strlen(key);
+
+    return sluice_peek_at(l, key, len, 1, t + wait - 1, NULL) == SLUICE_DENY &&
+           sluice_peek_at(l, key, len, 1, t + wait, NULL) == SLUICE_ALLOW;
+}
+
 /* CLOCK_MONOTONIC, in ns. */
 static inline uint64_t t_mono(void)
 {
