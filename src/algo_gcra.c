@@ -24,7 +24,7 @@
  * can carry any TAT into any other layout of the same period exactly.
  * Word 0 is reserved for "never charged", so zeroed state is fresh at any time.
  */
-#include "internal.h"
+#include "algo_gcra.h"
 
 #define SL_GCRA_FBITS 10u
 #define SL_GCRA_TAU_MAX ((UINT64_C(1) << (62 - SL_GCRA_FBITS)) - SL_GCRA_RANGE_NS - 1)
@@ -84,41 +84,17 @@ static int gcra_compile(struct sl_lim *lim)
     return p > UINT64_MAX ? -EINVAL : gcra_layout(lim, (uint64_t)p, q);
 }
 
-/* How far TAT is ahead of now, scaled by q; 0 if TAT <= now. */
-static sl_u128 gcra_gap(const struct sl_lim *lim, uint64_t c, uint64_t now)
-{
-    uint64_t a = c >> lim->fbits, f = c & ((UINT64_C(1) << lim->fbits) - 1);
-    uint64_t ahead = (a - now) & lim->amask;
-
-    if (c == 0 || (ahead >> (lim->abits - 1)) != 0 || (ahead == 0 && f == 0))
-        return 0;
-    return (sl_u128)ahead * lim->q + f;
-}
-
-static uint64_t gcra_word(const struct sl_lim *lim, uint64_t now, sl_u128 gap)
-{
-    /* gap <= tau < 2^64 here; q == 1 (T a whole number of ns) needs no division */
-    uint64_t g = (uint64_t)gap, whole = lim->q == 1 ? g : g / lim->q, f = lim->q == 1 ? 0 : g % lim->q;
-    uint64_t a = (now + whole) & lim->amask;
-    uint64_t w = (a << lim->fbits) | f;
-
-    return w != 0 ? w : UINT64_C(1) << lim->fbits; /* 1 ns later: stays conservative */
-}
-
 static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                        uint64_t *receipt)
 {
     uint64_t c = sl_load_acq(w);
 
     for (;;) {
-        sl_u128 gap;
         uint64_t nw;
         if (c & SL_DEAD)
             return SL_FROZEN;
-        gap = gcra_gap(lim, c, now) + (sl_u128)cost * lim->p;
-        if (gap > lim->tau)
+        if (sl_gcra_step(lim, c, now, cost, &nw) != SL_OK)
             return SL_NO;
-        nw = gcra_word(lim, now, gap);
         if (sl_cas_acqrel(w, &c, nw)) {
             receipt[0] = nw; /* undo() takes back exactly this */
             receipt[1] = receipt[2] = 0;

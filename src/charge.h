@@ -46,25 +46,36 @@ int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool charge,
  */
 void sl_floor_raise(struct sl_target *g, uint64_t cost);
 
-/* Inline: a hot key passes the first test on every call. */
-static inline void sl_floor_ahead(struct sl_target *g, uint64_t cost)
+/* A charge of e at `at` needs no floor raised first: e has an admission,
+ * and at is not far past it. */
+static inline bool sl_floor_near(struct sl_entry *e, uint64_t at)
 {
     uint64_t last;
 
-    if (g->e == NULL ||
-        (sl_entry_last(g->e, &last) && (int64_t)(g->at - last) <= 2 * (int64_t)SL_TIME_SLACK))
+    return sl_entry_last(e, &last) && (int64_t)(at - last) <= 2 * (int64_t)SL_TIME_SLACK;
+}
+
+/* Inline: a hot key passes the first test on every call. */
+static inline void sl_floor_ahead(struct sl_target *g, uint64_t cost)
+{
+    if (g->e == NULL || sl_floor_near(g->e, g->at))
         return;
     sl_floor_raise(g, cost);
 }
 
-/* After a charge, one read of last_ns: false if it was decided far behind a
- * racing admission, and must be taken back and decided again. */
-static inline bool sl_floor_holds(struct sl_target *g)
+/* After a charge of e at `at`, one read of last_ns: false if it was
+ * decided far behind a racing admission, and must be taken back and
+ * decided again. */
+static inline bool sl_floor_kept(struct sl_entry *e, uint64_t at)
 {
     uint64_t last;
 
-    return g->e == NULL || !sl_entry_last(g->e, &last) ||
-           (int64_t)(g->at - last) >= -(int64_t)SL_TIME_SLACK;
+    return !sl_entry_last(e, &last) || (int64_t)(at - last) >= -(int64_t)SL_TIME_SLACK;
+}
+
+static inline bool sl_floor_holds(struct sl_target *g)
+{
+    return g->e == NULL || sl_floor_kept(g->e, g->at);
 }
 
 /*

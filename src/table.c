@@ -18,26 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "table.h"
 
 #define SL_SLOTS_MIN 64u
-#define SL_EMPTY 0u
-#define SL_TOMB 1u
-#define SL_TAG_SHIFT 48
-#define SL_TAG_FLAG (UINT64_C(1) << 63)
-#define SL_ADDR_MASK ((UINT64_C(1) << SL_TAG_SHIFT) - 1)
-
-struct sl_slots {
-    ck_epoch_entry_t retire;
-    size_t bytes;               /* as accounted */
-    uint64_t mask;              /* capacity - 1 */
-    sl_aword slot[];
-};
-
-static uint64_t sl_tag_of(uint64_t h)
-{
-    return SL_TAG_FLAG | ((h >> 49) << SL_TAG_SHIFT);
-}
 
 /* Addresses with any of the top 16 bits set (not seen in Linux user space)
  * are stored untagged and compared in full. */
@@ -46,16 +29,6 @@ static uint64_t sl_slot_make(const struct sl_entry *e, uint64_t h)
     uint64_t p = (uint64_t)(uintptr_t)e;
 
     return p >> SL_TAG_SHIFT ? p : p | sl_tag_of(h);
-}
-
-static struct sl_entry *sl_slot_entry(uint64_t v)
-{
-    return (struct sl_entry *)(uintptr_t)(v & SL_TAG_FLAG ? v & SL_ADDR_MASK : v);
-}
-
-static bool sl_slot_may_hold(uint64_t v, uint64_t tag)
-{
-    return v > SL_TOMB && (!(v & SL_TAG_FLAG) || (v >> SL_TAG_SHIFT) == (tag >> SL_TAG_SHIFT));
 }
 
 static struct sl_slots *sl_slots_new(struct sluice *l, uint64_t capacity)
@@ -138,47 +111,9 @@ void sl_table_destroy(struct sluice *l)
     l->shards = NULL;
 }
 
-static uint64_t sl_load64(const unsigned char *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static bool sl_key_equal(const struct sl_entry *e, const void *key, size_t len)
-{
-    const unsigned char *a = sl_entry_key(e), *b = key;
-
-    if (e->key_len != len)
-        return false;
-    /* 8 to 16 bytes (IPv6 addresses, UUIDs, most tokens' prefixes): two
-     * overlapping words, where glibc's memcmp reads a 32-byte vector that
-     * may pull in the next entry's line */
-    if (len >= 8 && len <= 16)
-        return ((sl_load64(a) ^ sl_load64(b)) |
-                (sl_load64(a + len - 8) ^ sl_load64(b + len - 8))) == 0;
-    /* len 0: the empty key, whose pointer may be NULL (memcmp must not see it) */
-    return len == 0 || memcmp(a, b, len) == 0;
-}
-
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
-    /* acquire: the array's contents, and through its slots the entries,
-     * were published before the pointer (and each slot) was stored */
-    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
-    uint64_t tag = sl_tag_of(h), i = h & t->mask, v;
-
-    while ((v = sl_load_acq(&t->slot[i])) != SL_EMPTY) {
-        if (sl_slot_may_hold(v, tag)) {
-            struct sl_entry *e = sl_slot_entry(v);
-            SL_TSAN_ACQUIRE(e);
-            if (sl_key_equal(e, key, len))
-                return e;
-        }
-        i = (i + 1) & t->mask;
-    }
-    return NULL;
+    return sl_table_find(s, h, key, len);
 }
 
 /* The shard's current slot array as bytes (test/footprint.c compares it
