@@ -71,7 +71,7 @@ struct sl_policy {
      * but GCRA): a time past the clock's wrap at 2^64 ns is decided as at
      * the key's latest admission before it (sl_decide_time) */
     bool absolute;
-    /* one GCRA limit: decided by sl_acquire_gcra (decide.c) */
+    /* one GCRA limit: its step inline in sl_acquire_lean (decide.c) */
     bool gcra_alone;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
