@@ -46,6 +46,8 @@ static int gcra_layout(struct sl_lim *lim, uint64_t p, uint64_t q)
     lim->abits = 63 - lim->fbits;
     lim->amask = (UINT64_C(1) << lim->abits) - 1;
     lim->tau = (sl_u128)lim->def.burst * p;
+    lim->by_p = sl_udiv_make(p);
+    lim->by_q = sl_udiv_make(q);
     lim->idle_over_ns = SL_GCRA_IDLE_OVER_NS;
     lim->idle_read_ns = (UINT64_C(1) << (62 - lim->fbits)) - (UINT64_C(1) << 49);
     /* tau in ns, rounded up, within the range every layout can carry (see
@@ -131,18 +133,25 @@ static bool gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
     return sl_cas_acqrel(w, &expect, nw) || !(expect & SL_DEAD);
 }
 
+/* scaled / q rounded up, saturated: without a divide where it fits 64
+ * bits (a result's numbers are on every call that asks for them; a 128-bit
+ * division was a library call of its own). */
 static uint64_t gcra_ceil_ns(const struct sl_lim *lim, sl_u128 scaled)
 {
+    if (lim->q == 1)
+        return sl_u128_sat(scaled);
+    if (scaled <= UINT64_MAX - (lim->q - 1))
+        return sl_udiv_do((uint64_t)scaled + (lim->q - 1), &lim->by_q);
     return sl_u128_sat((scaled + lim->q - 1) / lim->q);
 }
 
 /* The numbers, out of line: a verdict alone (out NULL, every
  * sl_verdict_all of a multi-key decision) then needs no stack frame and
- * no division. */
+ * no division.  tau < 2^62 (gcra_layout), so tau - gap fits 64 bits. */
 static __attribute__((noinline)) int gcra_report_numbers(const struct sl_lim *lim, sl_u128 gap,
                                                          sl_u128 need, struct sl_report *out)
 {
-    out->remaining = gap >= lim->tau ? 0 : sl_u128_sat((lim->tau - gap) / lim->p);
+    out->remaining = gap >= lim->tau ? 0 : sl_udiv_do((uint64_t)(lim->tau - gap), &lim->by_p);
     out->reset_after = gcra_ceil_ns(lim, gap);
     out->reset_charged = gcra_ceil_ns(lim, need); /* the TAT moves to now + need */
     if (need <= lim->tau) {

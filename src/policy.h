@@ -36,6 +36,7 @@ struct sl_lim {
     uint64_t p, q, amask;
     unsigned fbits, abits;
     sl_u128 tau;                /* burst * p: tolerance scaled by q */
+    struct sl_udiv by_p, by_q;  /* a result's numbers: x / p and x / q with no divide */
     /* Windowed algorithms: a word is (index mod 2^ibits) << ishift | counts;
      * the layout depends on the width only (algo_window.c). */
     uint64_t width;             /* window or sub-bucket width, ns */
