@@ -506,6 +506,8 @@ static __attribute__((noinline)) int sl_acquire_general(sluice_t *l, const void 
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
 
+/* The lean path in its own epoch section; the general path where it
+ * declined (its section ended: the general path waits for writers). */
 static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key, size_t len,
                                                     uint64_t cost, uint64_t now_ns)
 {
