@@ -51,24 +51,15 @@ void *sl_calloc(sl_aword *acct, size_t size)
     return p;
 }
 
-/* Aligned to align (a power of two, at least a cache line) and padded to
- * whole cache lines. */
-void *sl_alloc_aligned_to(sl_aword *acct, size_t size, size_t align)
-{
-    size_t padded = (size + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
-    void *p;
-
-    padded = (padded + align - 1) & ~(align - 1); /* aligned_alloc: a multiple of align */
-    p = sl_alloc_should_fail() ? NULL : aligned_alloc(align, padded);
-    if (p != NULL && acct != NULL)
-        sl_count(acct, padded);
-    return p;
-}
-
 /* Cache-line aligned and padded, so a small entry never straddles two lines. */
 void *sl_alloc_aligned(sl_aword *acct, size_t size)
 {
-    return sl_alloc_aligned_to(acct, size, SL_CACHELINE);
+    size_t padded = (size + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
+    void *p = sl_alloc_should_fail() ? NULL : aligned_alloc(SL_CACHELINE, padded);
+
+    if (p != NULL && acct != NULL)
+        sl_count(acct, padded);
+    return p;
 }
 
 void sl_unaccount(sl_aword *acct, size_t size)

@@ -6,14 +6,6 @@
  * 64 bytes plus its table slot and still never straddles two cache lines.
  * Larger entries come from aligned_alloc.
  *
- * One-line blocks, the common entry (GCRA, a short key), are carved from
- * slabs of their own in an order that gives each a 128-byte pair of lines
- * to itself while the slab is less than half used: the odd lines first,
- * then the even ones.  The CPU's adjacent-line prefetch fetches a line's
- * pair with it, so two entries written by two threads in one pair slowed
- * both (a limiter of 1,000 keys, each thread deciding its own half, keys
- * inserted in turn: doc/BENCHMARKS.md); the memory is the same.
- *
  * Epoch callbacks free entries after a limiter may have been destroyed, so
  * the arena is reference counted: the limiter holds one reference and each
  * pending batch of retired entries another; the last one frees the slabs.
@@ -59,8 +51,6 @@ struct sl_arena {
     void *free[SL_ARENA_CLASSES];   /* singly linked through each block's first word */
     struct sl_slab *slabs;
     char *bump, *bump_end;          /* the current slab's unused tail */
-    char *lines;                    /* the current slab of one-line blocks */
-    unsigned lines_used;            /* blocks carved from it (sl_arena_line) */
     sl_aword *acct;                 /* the limiter's memory counter, while it lives */
 };
 
@@ -143,51 +133,20 @@ int sl_arena_class(size_t size)
     return lines >= 1 && lines <= SL_ARENA_CLASSES ? (int)lines - 1 : -1;
 }
 
-#define SL_SLAB_LINES (SL_SLAB_BYTES / SL_CACHELINE)
-#define SL_LINE_PAIR (2 * SL_CACHELINE)
-
-/* A slab for the arena, linked through its first line; 128-byte aligned,
- * so its lines pair as the CPU's adjacent-line prefetch pairs them. */
-static struct sl_slab *sl_arena_slab(struct sl_arena *a)
-{
-    struct sl_slab *s = sl_alloc_aligned_to(a->acct, SL_SLAB_BYTES, SL_LINE_PAIR);
-
-    if (s == NULL)
-        return NULL;
-    s->next = a->slabs;
-    a->slabs = s;
-    return s;
-}
-
 static void *sl_arena_carve(struct sl_arena *a, size_t bytes)
 {
     if (a->bump == NULL || (size_t)(a->bump_end - a->bump) < bytes) {
-        struct sl_slab *s = sl_arena_slab(a);
+        /* the first line of a slab links the slabs */
+        struct sl_slab *s = sl_alloc_aligned(a->acct, SL_SLAB_BYTES);
         if (s == NULL)
             return NULL;
+        s->next = a->slabs;
+        a->slabs = s;
         a->bump = (char *)s + SL_CACHELINE;
         a->bump_end = (char *)s + SL_SLAB_BYTES;
     }
     a->bump += bytes;
     return a->bump - bytes;
-}
-
-/* The next one-line block: lines 1, 3, ..., N-1 of a slab (one to each
- * pair of lines), then 2, 4, ..., N-2 (line 0 links the slab). */
-static void *sl_arena_line(struct sl_arena *a)
-{
-    unsigned i, line;
-
-    if (a->lines == NULL || a->lines_used == SL_SLAB_LINES - 1) {
-        struct sl_slab *s = sl_arena_slab(a);
-        if (s == NULL)
-            return NULL;
-        a->lines = (char *)s;
-        a->lines_used = 0;
-    }
-    i = a->lines_used++;
-    line = i < SL_SLAB_LINES / 2 ? 2 * i + 1 : 2 * (i - SL_SLAB_LINES / 2) + 2;
-    return a->lines + (size_t)line * SL_CACHELINE;
 }
 
 void *sl_arena_alloc(struct sl_arena *a, size_t size)
@@ -203,7 +162,7 @@ void *sl_arena_alloc(struct sl_arena *a, size_t size)
         SL_UNPOISON(p, (size_t)(c + 1) * SL_CACHELINE);
         memcpy(&a->free[c], p, sizeof(void *));
     } else
-        p = c == 0 ? sl_arena_line(a) : sl_arena_carve(a, (size_t)(c + 1) * SL_CACHELINE);
+        p = sl_arena_carve(a, (size_t)(c + 1) * SL_CACHELINE);
     pthread_mutex_unlock(&a->lock);
     return p;
 }

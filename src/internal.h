@@ -112,7 +112,6 @@ void sl_limbo_retire(struct sl_thread *t, struct sl_limbo *b);
 
 void *sl_alloc(sl_aword *acct, size_t size);
 void *sl_alloc_aligned(sl_aword *acct, size_t size);
-void *sl_alloc_aligned_to(sl_aword *acct, size_t size, size_t align);
 void *sl_calloc(sl_aword *acct, size_t size);
 /* Frees and un-accounts at once. */
 void sl_free(sl_aword *acct, void *p, size_t size);
