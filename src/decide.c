@@ -12,9 +12,7 @@
  */
 #include <string.h>
 
-#include "algo_gcra.h"
 #include "charge.h"
-#include "table.h"
 #include "resolve.h"
 #include "result.h"
 
@@ -57,39 +55,6 @@ static int sl_charge_one(struct sl_target *g, uint64_t cost, struct sluice_resul
     return rc;
 }
 
-/*
- * Counters without a locked instruction: the first SL_STAT_SLOTS thread
- * records each own a slot (a record serves one live thread at a time and
- * keeps its id when ck recycles it, handing the slot over with it), so a
- * plain load and store is exact; threads past that share the last slot,
- * by atomic add.
- */
-static __attribute__((noinline)) void sl_stat_add_shared(struct sluice *l,
-                                                         const struct sl_thread *t, bool allowed)
-{
-    struct sl_stat_slot *slot = &l->stat[SL_STAT_SLOTS];
-
-    if (l->shm != NULL)
-        sl_shm_stat(l, t, allowed); /* host-wide counters, in the file */
-    else
-        sl_count(allowed ? &slot->allowed : &slot->denied, 1);
-}
-
-static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
-{
-    struct sl_stat_slot *slot;
-
-    if (l->shm != NULL || t->id >= SL_STAT_SLOTS) {
-        sl_stat_add_shared(l, t, allowed);
-        return;
-    }
-    slot = &l->stat[t->id]; /* only now: past the array, even unused, is undefined */
-    if (allowed) /* the only writer of its slot */
-        sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
-    else
-        sl_store_rlx(&slot->denied, sl_load_rlx(&slot->denied) + 1);
-}
-
 static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n, bool allowed)
 {
     for (size_t i = 0; i < n; i++) {
@@ -99,23 +64,6 @@ static void sl_count_decision(struct sl_thread *t, struct sl_target *g, size_t n
         if (!seen)
             sl_stat_add(g[i].l, t, allowed);
     }
-}
-
-/*
- * A present key whose entry is laid out for pol, its last_ns read as
- * lastw, can be decided at now on the fast paths: cost within pol's least
- * capacity, the entry not being moved (no time to read), pol in force (its
- * override, or the default now current), and the key not idle beyond its
- * range (sl_entry_expired, on the same read of last_ns).
- */
-static inline bool sl_present_decidable(struct sluice *l, const struct sl_policy *pol,
-                                        uint64_t lastw, uint64_t cost, uint64_t now)
-{
-    uint64_t since = now - (lastw - 1);
-
-    return cost <= pol->min_cap && lastw != SL_LAST_SEALED &&
-           (pol == atomic_load_explicit(&l->policy, memory_order_acquire) || pol->is_override) &&
-           (lastw == 0 || (int64_t)since <= 0 || since <= pol->idle_fresh_ns);
 }
 
 /*
@@ -321,6 +269,9 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
  * policy's least capacity) returns -EAGAIN before any charge stands, and
  * the general path decides it the same way.  g is used in place: a copy
  * of its receipts costs more than the rest of a hot decision's bookkeeping.
+ * The lean path (acquire.c) takes these steps too, in this order, on locals:
+ * a step changed here, in sl_charge_one or in sl_decide_once for one key
+ * changes there as well.
  */
 static int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
                            struct sluice_result *res)
@@ -340,149 +291,9 @@ static int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t co
     return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }
 
-/* Charges of the lean path below that must not stand, limits 0..n-1 of
- * e: taken back, the last first, as the general path takes back its own
- * (sl_undo_limit, which follows a moved state), from a target made for
- * them.  Out of line: a lost race's. */
-static __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key,
-                                                        size_t len, struct sl_entry *e,
-                                                        uint64_t now, uint64_t at, uint64_t cost,
-                                                        uint64_t (*receipt)[SL_RECEIPT_WORDS],
-                                                        unsigned n)
-{
-    struct sl_target g;
-
-    sl_target_init(&g, l, key, len);
-    sl_target_use_at(&g, e, e->pol, now, at);
-    memcpy(g.receipt, receipt, n * sizeof(g.receipt[0]));
-    while (n > 0)
-        sl_undo_limit(&g, --n, cost);
-}
-
-/*
- * The charge of one GCRA limit, inline (algo_gcra.h): gcra_charge's steps,
- * its receipt in receipt[0].
- */
-static inline int sl_lean_charge_gcra(const struct sl_lim *lim, sl_aword *w, uint64_t at,
-                                      uint64_t cost, uint64_t *receipt)
-{
-    uint64_t c = sl_load_acq(w), nw;
-
-    do {
-        if (c & SL_DEAD)
-            return SL_FROZEN;
-        if (sl_gcra_step(lim, c, at, cost, &nw) != SL_OK)
-            return SL_NO;
-    } while (!sl_cas_acqrel(w, &c, nw));
-    receipt[0] = nw; /* what gcra_undo takes back */
-    receipt[1] = receipt[2] = 0;
-    return SL_OK;
-}
-
-/*
- * Every limit of e charged at `at`, the first first, as sl_decide_once
- * charges one key: limits 1..n-1 checked read-only before any charge
- * (every one read, a frozen one waited for, so a denial there writes
- * nothing), then each charged, limit 0's charge deciding it (its denial
- * writes nothing); a later limit denying lost a race since its check.
- * SL_OK, SL_NO, or -EAGAIN with no charge standing.
- */
-static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
-                                 struct sl_entry *e, const struct sl_policy *pol, uint64_t cost,
-                                 uint64_t now, uint64_t at, uint64_t (*receipt)[SL_RECEIPT_WORDS])
-{
-    unsigned j;
-    int rc;
-
-    if (pol->gcra_alone) { /* the commonest policy: its step inline */
-        rc = sl_lean_charge_gcra(&pol->lim[0], e->w + pol->lim[0].off, at, cost, receipt[0]);
-        return rc == SL_FROZEN ? -EAGAIN : rc;
-    }
-    for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {
-        const struct sl_lim *lim = &pol->lim[j];
-        int seen = lim->ops->report(lim, e->w + lim->off, at, cost, NULL);
-        if (seen == SL_FROZEN)
-            return -EAGAIN;
-        if (seen == SL_NO)
-            rc = SL_NO;
-    }
-    if (rc == SL_NO)
-        return SL_NO;
-    for (j = 0; j < pol->nlimits; j++) {
-        const struct sl_lim *lim = &pol->lim[j];
-        rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[j]);
-        if (rc == SL_OK)
-            continue;
-        if (j > 0)
-            sl_lean_take_back(l, key, len, e, now, at, cost, receipt, j);
-        return j == 0 && rc == SL_NO ? SL_NO : -EAGAIN; /* frozen, or a lost race */
-    }
-    return SL_OK;
-}
-/*
- * The commonest decision alone: a private limiter's present key, one key,
- * no result asked for.  The same steps as sl_acquire_fast and
- * sl_decide_once take for one key, in the same order, on locals instead
- * of a target (its receipts included), with the table's probe inline, and
- * GCRA's step too for a single GCRA limit (doc/DESIGN.md, "The fast
- * path").  Whatever else happens (a new key, a floor to raise, a frozen or
- * sealed entry, a lost race, a policy replaced) returns -EAGAIN with no
- * charge standing, for the general path.
- */
-static inline __attribute__((always_inline)) int
-sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
-                uint64_t cost, uint64_t now)
-{
-    uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS]; /* written before read */
-    uint64_t h = sl_hash(&l->hkey, key, len);
-    struct sl_entry *e = sl_table_find(sl_shard_of(l, h), h, key, len);
-    const struct sl_policy *pol;
-    uint64_t lastw, at;
-    int rc;
-
-    if (e == NULL)
-        return -EAGAIN;
-    pol = e->pol;
-    lastw = sl_load_rlx(&e->last_ns);
-    if (cost == 0 || !sl_present_decidable(l, pol, lastw, cost, now))
-        return -EAGAIN;
-    at = sl_decide_time(lastw, pol, now);
-    if (!sl_floor_near(e, at))
-        return -EAGAIN; /* a floor to raise first: sl_floor_ahead's */
-    rc = sl_lean_charge(l, key, len, e, pol, cost, now, at, receipt);
-    if (rc == SL_NO) {
-        if (sl_policy_stale(l, pol))
-            return -EAGAIN; /* read under limits replaced since: sl_any_stale */
-        sl_stat_add(l, t, false);
-        return SLUICE_DENY;
-    }
-    if (rc != SL_OK)
-        return -EAGAIN;
-    /* sl_charge_all's tests after the charges, then its commit */
-    if (!sl_floor_kept(e, at) || sl_policy_stale(l, pol) || !sl_last_commit(&e->last_ns, at)) {
-        sl_lean_take_back(l, key, len, e, now, at, cost, receipt, pol->nlimits);
-        return -EAGAIN;
-    }
-    sl_stat_add(l, t, true);
-    return SLUICE_ALLOW;
-}
-
-/* A single-key call's checks and the calling thread's record: 0 and *t,
- * or the call's error. */
-static inline int sl_call_begin(sluice_t *l, const void *key, size_t len, struct sl_thread **t)
-{
-    int rc = sl_key_check(l, key, len);
-
-    if (rc < 0)
-        return rc;
-    return (*t = sl_thread_get()) != NULL ? 0 : -ENOMEM;
-}
-
-/* Every decision sl_acquire_lean does not take.  Out of line, as the
- * hot one is (below), so that neither sets up the other's frame. */
-static __attribute__((noinline)) int sl_acquire_general(sluice_t *l, const void *key, size_t len,
-                                                        uint64_t cost, uint64_t now_ns,
-                                                        struct sluice_result *res)
+/* A single-key acquire by the general path (internal.h). */
+int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                       struct sluice_result *res)
 {
     struct sluice_key k = {.limiter = l, .key = key, .len = len};
     struct sl_target g;
@@ -504,40 +315,6 @@ static __attribute__((noinline)) int sl_acquire_general(sluice_t *l, const void 
         sl_epoch_end(t);
     }
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
-}
-
-/* The lean path in its own epoch section; the general path where it
- * declined (its section ended: the general path waits for writers). */
-static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key, size_t len,
-                                                    uint64_t cost, uint64_t now_ns)
-{
-    struct sl_thread *t;
-    int rc = sl_call_begin(l, key, len, &t);
-
-    if (rc < 0)
-        return rc;
-    sl_epoch_begin(t);
-    rc = sl_acquire_lean(t, l, key, len, cost, now_ns);
-    sl_epoch_end_hot(t); /* it retired nothing */
-    return rc != -EAGAIN ? rc : sl_acquire_general(l, key, len, cost, now_ns, NULL);
-}
-
-/* Two tail calls: a private limiter's call without a result is likely
- * the lean path's. */
-int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
-                      struct sluice_result *res)
-{
-    if (l != NULL && l->shm == NULL && res == NULL)
-        return sl_acquire_hot(l, key, len, cost, now_ns);
-    return sl_acquire_general(l, key, len, cost, now_ns, res);
-}
-
-int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
-                   struct sluice_result *res)
-{
-    if (l == NULL)
-        return -EINVAL;
-    return sluice_acquire_at(l, key, len, cost, sluice_now(l), res);
 }
 
 int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,

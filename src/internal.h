@@ -247,6 +247,63 @@ static inline int sl_key_check(struct sluice *l, const void *key, size_t len)
     return len > l->max_key_len ? -ENAMETOOLONG : 0;
 }
 
+/* A single-key call's checks and the calling thread's record: 0 and *t,
+ * or the call's error. */
+static inline int sl_call_begin(sluice_t *l, const void *key, size_t len, struct sl_thread **t)
+{
+    int rc = sl_key_check(l, key, len);
+
+    if (rc < 0)
+        return rc;
+    return (*t = sl_thread_get()) != NULL ? 0 : -ENOMEM;
+}
+
+/*
+ * A present key whose entry is laid out for pol, its last_ns read as
+ * lastw, can be decided at now on the fast paths: cost within pol's least
+ * capacity, the entry not being moved (no time to read), pol in force (its
+ * override, or the default now current), and the key not idle beyond its
+ * range (sl_entry_expired, on the same read of last_ns).
+ */
+static inline bool sl_present_decidable(struct sluice *l, const struct sl_policy *pol,
+                                        uint64_t lastw, uint64_t cost, uint64_t now)
+{
+    uint64_t since = now - (lastw - 1);
+
+    return cost <= pol->min_cap && lastw != SL_LAST_SEALED &&
+           (pol == atomic_load_explicit(&l->policy, memory_order_acquire) || pol->is_override) &&
+           (lastw == 0 || (int64_t)since <= 0 || since <= pol->idle_fresh_ns);
+}
+
+/*
+ * Counters without a locked instruction: the first SL_STAT_SLOTS thread
+ * records each own a slot (a record serves one live thread at a time and
+ * keeps its id when it is recycled, handing the slot over with it), so a
+ * plain load and store is exact; threads past that share the last slot,
+ * by atomic add, and a shared limiter counts in its file (limiter.c).
+ */
+void sl_stat_add_shared(struct sluice *l, const struct sl_thread *t, bool allowed);
+
+static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    struct sl_stat_slot *slot;
+
+    if (l->shm != NULL || t->id >= SL_STAT_SLOTS) {
+        sl_stat_add_shared(l, t, allowed);
+        return;
+    }
+    slot = &l->stat[t->id]; /* only now: past the array, even unused, is undefined */
+    if (allowed) /* the only writer of its slot */
+        sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
+    else
+        sl_store_rlx(&slot->denied, sl_load_rlx(&slot->denied) + 1);
+}
+
+/* A single-key acquire decided by the general path (decide.c): what the
+ * lean path (acquire.c) does not take. */
+int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                       struct sluice_result *res);
+
 /* ---- the background reaper (reaper.c) -------------------------------- */
 
 /* Started by sluice_create when reap_interval_ns is set, stopped by destroy. */

@@ -9,6 +9,18 @@
 #include "internal.h"
 
 
+/* The counters of a shared limiter (in its file) or of threads past the
+ * owned slots (internal.h, sl_stat_add); out of line, off the hot path. */
+void sl_stat_add_shared(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    struct sl_stat_slot *slot = &l->stat[SL_STAT_SLOTS];
+
+    if (l->shm != NULL)
+        sl_shm_stat(l, t, allowed); /* host-wide counters, in the file */
+    else
+        sl_count(allowed ? &slot->allowed : &slot->denied, 1);
+}
+
 void sluice_config_init(struct sluice_config *cfg)
 {
     if (cfg == NULL)

@@ -1,0 +1,176 @@
+/*
+ * sluice_acquire_at and sluice_acquire.  The commonest decision, a private
+ * limiter's present key with no result asked for, takes the lean path
+ * here: the steps the general path (decide.c, charge.c) takes for one
+ * key, in the same order, on locals, in the fewest instructions; see
+ * doc/DESIGN.md, "The lean path".  Whatever it declines (a new key, a
+ * floor to raise, a frozen or sealed entry, a lost race, a policy
+ * replaced) returns with no charge standing and goes the general way, as
+ * does every call with a result or on a shared limiter.
+ */
+#include <string.h>
+
+#include "algo_gcra.h"
+#include "charge.h"
+#include "table.h"
+
+/* Charges of the lean path below that must not stand, limits 0..n-1 of
+ * e: taken back, the last first, as the general path takes back its own
+ * (sl_undo_limit, which follows a moved state), from a target made for
+ * them.  Out of line: a lost race's. */
+static __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key,
+                                                        size_t len, struct sl_entry *e,
+                                                        uint64_t now, uint64_t at, uint64_t cost,
+                                                        uint64_t (*receipt)[SL_RECEIPT_WORDS],
+                                                        unsigned n)
+{
+    struct sl_target g;
+
+    sl_target_init(&g, l, key, len);
+    sl_target_use_at(&g, e, e->pol, now, at);
+    memcpy(g.receipt, receipt, n * sizeof(g.receipt[0]));
+    while (n > 0)
+        sl_undo_limit(&g, --n, cost);
+}
+
+/*
+ * The charge of one GCRA limit, inline (algo_gcra.h): gcra_charge's steps,
+ * its receipt in receipt[0].
+ */
+static inline int sl_lean_charge_gcra(const struct sl_lim *lim, sl_aword *w, uint64_t at,
+                                      uint64_t cost, uint64_t *receipt)
+{
+    uint64_t c = sl_load_acq(w), nw;
+
+    do {
+        if (c & SL_DEAD)
+            return SL_FROZEN;
+        if (sl_gcra_step(lim, c, at, cost, &nw) != SL_OK)
+            return SL_NO;
+    } while (!sl_cas_acqrel(w, &c, nw));
+    receipt[0] = nw; /* what gcra_undo takes back */
+    receipt[1] = receipt[2] = 0;
+    return SL_OK;
+}
+
+/*
+ * Every limit of e charged at `at`, the first first, as sl_decide_once
+ * charges one key: limits 1..n-1 checked read-only before any charge
+ * (every one read, a frozen one waited for, so a denial there writes
+ * nothing), then each charged, limit 0's charge deciding it (its denial
+ * writes nothing); a later limit denying lost a race since its check.
+ * SL_OK, SL_NO, or -EAGAIN with no charge standing.
+ */
+static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
+                                 struct sl_entry *e, const struct sl_policy *pol, uint64_t cost,
+                                 uint64_t now, uint64_t at, uint64_t (*receipt)[SL_RECEIPT_WORDS])
+{
+    unsigned j;
+    int rc;
+
+    if (pol->gcra_alone) { /* the commonest policy: its step inline */
+        rc = sl_lean_charge_gcra(&pol->lim[0], e->w + pol->lim[0].off, at, cost, receipt[0]);
+        return rc == SL_FROZEN ? -EAGAIN : rc;
+    }
+    for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {
+        const struct sl_lim *lim = &pol->lim[j];
+        int seen = lim->ops->report(lim, e->w + lim->off, at, cost, NULL);
+        if (seen == SL_FROZEN)
+            return -EAGAIN;
+        if (seen == SL_NO)
+            rc = SL_NO;
+    }
+    if (rc == SL_NO)
+        return SL_NO;
+    for (j = 0; j < pol->nlimits; j++) {
+        const struct sl_lim *lim = &pol->lim[j];
+        rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[j]);
+        if (rc == SL_OK)
+            continue;
+        if (j > 0)
+            sl_lean_take_back(l, key, len, e, now, at, cost, receipt, j);
+        return j == 0 && rc == SL_NO ? SL_NO : -EAGAIN; /* frozen, or a lost race */
+    }
+    return SL_OK;
+}
+/*
+ * The commonest decision alone: a private limiter's present key, one key,
+ * no result asked for.  The same steps as sl_acquire_fast and
+ * sl_decide_once take for one key, in the same order, on locals instead
+ * of a target (its receipts included), with the table's probe inline, and
+ * GCRA's step too for a single GCRA limit (doc/DESIGN.md, "The fast
+ * path").  Whatever else happens (a new key, a floor to raise, a frozen or
+ * sealed entry, a lost race, a policy replaced) returns -EAGAIN with no
+ * charge standing, for the general path.
+ */
+static inline __attribute__((always_inline)) int
+sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                uint64_t cost, uint64_t now)
+{
+    uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS]; /* written before read */
+    uint64_t h = sl_hash(&l->hkey, key, len);
+    struct sl_entry *e = sl_table_find(sl_shard_of(l, h), h, key, len);
+    const struct sl_policy *pol;
+    uint64_t lastw, at;
+    int rc;
+
+    if (e == NULL)
+        return -EAGAIN;
+    pol = e->pol;
+    lastw = sl_load_rlx(&e->last_ns);
+    if (cost == 0 || !sl_present_decidable(l, pol, lastw, cost, now))
+        return -EAGAIN;
+    at = sl_decide_time(lastw, pol, now);
+    if (!sl_floor_near(e, at))
+        return -EAGAIN; /* a floor to raise first: sl_floor_ahead's */
+    rc = sl_lean_charge(l, key, len, e, pol, cost, now, at, receipt);
+    if (rc == SL_NO) {
+        if (sl_policy_stale(l, pol))
+            return -EAGAIN; /* read under limits replaced since: sl_any_stale */
+        sl_stat_add(l, t, false);
+        return SLUICE_DENY;
+    }
+    if (rc != SL_OK)
+        return -EAGAIN;
+    /* sl_charge_all's tests after the charges, then its commit */
+    if (!sl_floor_kept(e, at) || sl_policy_stale(l, pol) || !sl_last_commit(&e->last_ns, at)) {
+        sl_lean_take_back(l, key, len, e, now, at, cost, receipt, pol->nlimits);
+        return -EAGAIN;
+    }
+    sl_stat_add(l, t, true);
+    return SLUICE_ALLOW;
+}
+
+/* The lean path in its own epoch section; the general path where it
+ * declined (its section ended: the general path waits for writers). */
+static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key, size_t len,
+                                                    uint64_t cost, uint64_t now_ns)
+{
+    struct sl_thread *t;
+    int rc = sl_call_begin(l, key, len, &t);
+
+    if (rc < 0)
+        return rc;
+    sl_epoch_begin(t);
+    rc = sl_acquire_lean(t, l, key, len, cost, now_ns);
+    sl_epoch_end_hot(t); /* it retired nothing */
+    return rc != -EAGAIN ? rc : sl_acquire_general(l, key, len, cost, now_ns, NULL);
+}
+
+/* Two tail calls: a private limiter's call without a result is likely
+ * the lean path's. */
+int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                      struct sluice_result *res)
+{
+    if (l != NULL && l->shm == NULL && res == NULL)
+        return sl_acquire_hot(l, key, len, cost, now_ns);
+    return sl_acquire_general(l, key, len, cost, now_ns, res);
+}
+
+int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
+                   struct sluice_result *res)
+{
+    if (l == NULL)
+        return -EINVAL;
+    return sluice_acquire_at(l, key, len, cost, sluice_now(l), res);
+}
