@@ -34,26 +34,6 @@ static __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const 
 }
 
 /*
- * The charge of one GCRA limit, inline (algo_gcra.h): gcra_charge's steps,
- * its receipt in receipt[0].
- */
-static inline int sl_lean_charge_gcra(const struct sl_lim *lim, sl_aword *w, uint64_t at,
-                                      uint64_t cost, uint64_t *receipt)
-{
-    uint64_t c = sl_load_acq(w), nw;
-
-    do {
-        if (c & SL_DEAD)
-            return SL_FROZEN;
-        if (sl_gcra_step(lim, c, at, cost, &nw) != SL_OK)
-            return SL_NO;
-    } while (!sl_cas_acqrel(w, &c, nw));
-    receipt[0] = nw; /* what gcra_undo takes back */
-    receipt[1] = receipt[2] = 0;
-    return SL_OK;
-}
-
-/*
  * Every limit of e charged at `at`, the first first, as sl_decide_once
  * charges one key: limits 1..n-1 checked read-only before any charge
  * (every one read, a frozen one waited for, so a denial there writes
@@ -69,7 +49,7 @@ static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
     int rc;
 
     if (pol->gcra_alone) { /* the commonest policy: its step inline */
-        rc = sl_lean_charge_gcra(&pol->lim[0], e->w + pol->lim[0].off, at, cost, receipt[0]);
+        rc = sl_gcra_charge(&pol->lim[0], e->w + pol->lim[0].off, at, cost, receipt[0]);
         return rc == SL_FROZEN ? -EAGAIN : rc;
     }
     for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {

@@ -89,20 +89,7 @@ static int gcra_compile(struct sl_lim *lim)
 static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                        uint64_t *receipt)
 {
-    uint64_t c = sl_load_acq(w);
-
-    for (;;) {
-        uint64_t nw;
-        if (c & SL_DEAD)
-            return SL_FROZEN;
-        if (sl_gcra_step(lim, c, now, cost, &nw) != SL_OK)
-            return SL_NO;
-        if (sl_cas_acqrel(w, &c, nw)) {
-            receipt[0] = nw; /* undo() takes back exactly this */
-            receipt[1] = receipt[2] = 0;
-            return SL_OK;
-        }
-    }
+    return sl_gcra_charge(lim, w, now, cost, receipt);
 }
 
 /*

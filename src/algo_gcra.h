@@ -1,7 +1,8 @@
 /*
- * GCRA's step from one control word to the next (algo_gcra.c has the
- * algorithm and its ranges).  Inline: gcra_charge and the hot decision of
- * a single GCRA limit (decide.c) take the same step, so they decide alike.
+ * GCRA's step from one control word to the next, and its charge
+ * (algo_gcra.c has the algorithm and its ranges).  Inline: the
+ * algorithm's op and the lean path (acquire.c) take the same charge, so
+ * they decide alike.
  */
 #ifndef SL_ALGO_GCRA_H
 #define SL_ALGO_GCRA_H
@@ -39,6 +40,25 @@ static inline int sl_gcra_step(const struct sl_lim *lim, uint64_t c, uint64_t no
     if (gap > lim->tau)
         return SL_NO;
     *nw = gcra_word(lim, now, gap);
+    return SL_OK;
+}
+
+/* The charge (the algorithm's op, and the lean path's inline): a CAS from
+ * the word read, SL_FROZEN on a frozen one; receipt[0] is what gcra_undo
+ * takes back. */
+static inline int sl_gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now,
+                                 uint64_t cost, uint64_t *receipt)
+{
+    uint64_t c = sl_load_acq(w), nw;
+
+    do {
+        if (c & SL_DEAD)
+            return SL_FROZEN;
+        if (sl_gcra_step(lim, c, now, cost, &nw) != SL_OK)
+            return SL_NO;
+    } while (!sl_cas_acqrel(w, &c, nw));
+    receipt[0] = nw;
+    receipt[1] = receipt[2] = 0;
     return SL_OK;
 }
 
