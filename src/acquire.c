@@ -39,40 +39,80 @@ static __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const 
  * (every one read, a frozen one waited for, so a denial there writes
  * nothing), then each charged, limit 0's charge deciding it (its denial
  * writes nothing); a later limit denying lost a race since its check.
- * SL_OK, SL_NO, or -EAGAIN with no charge standing.
+ * A one-word later limit is stepped in its check (sl_algo.step), and its
+ * charge is the CAS of that step's word, or, if another charge came
+ * between, its whole charge; limit 0, if GCRA, is charged inline.
+ * SL_OK, SL_NO, -EAGAIN with no charge standing, or SL_LEAN_BACK | j
+ * where limits 0..j-1 are charged and must be taken back (by the caller,
+ * which has what sl_lean_take_back needs: fewer arguments here).
  */
-static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
-                                 struct sl_entry *e, const struct sl_policy *pol, uint64_t cost,
-                                 uint64_t now, uint64_t at, uint64_t (*receipt)[SL_RECEIPT_WORDS])
+#define SL_LEAN_BACK 0x100 /* | j: limits 0..j-1 charged, to be taken back */
+static __attribute__((noinline)) int
+sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cost, uint64_t at,
+                   uint64_t (*receipt)[SL_RECEIPT_WORDS])
 {
+    uint64_t seen[SLUICE_MAX_LIMITS], next[SLUICE_MAX_LIMITS];
+    const struct sl_lim *lim;
     unsigned j;
     int rc;
 
-    if (pol->gcra_alone) { /* the commonest policy: its step inline */
-        rc = sl_gcra_charge(&pol->lim[0], e->w + pol->lim[0].off, at, cost, receipt[0]);
-        return rc == SL_FROZEN ? -EAGAIN : rc;
-    }
     for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {
-        const struct sl_lim *lim = &pol->lim[j];
-        int seen = lim->ops->report(lim, e->w + lim->off, at, cost, NULL);
-        if (seen == SL_FROZEN)
+        int got;
+        lim = &pol->lim[j];
+        if (lim->ops->step != NULL) {
+            /* acquire, as the charge's own load: its CAS may store next */
+            seen[j] = sl_load_acq(e->w + lim->off);
+            got = lim->ops->step(lim, seen[j], at, cost, &next[j], receipt[j]);
+        } else {
+            got = lim->ops->report(lim, e->w + lim->off, at, cost, NULL);
+        }
+        if (got == SL_FROZEN)
             return -EAGAIN;
-        if (seen == SL_NO)
+        if (got == SL_NO)
             rc = SL_NO;
     }
     if (rc == SL_NO)
         return SL_NO;
-    for (j = 0; j < pol->nlimits; j++) {
-        const struct sl_lim *lim = &pol->lim[j];
-        rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[j]);
-        if (rc == SL_OK)
-            continue;
-        if (j > 0)
-            sl_lean_take_back(l, key, len, e, now, at, cost, receipt, j);
-        return j == 0 && rc == SL_NO ? SL_NO : -EAGAIN; /* frozen, or a lost race */
+    lim = &pol->lim[0];
+    rc = pol->gcra_first ? sl_gcra_charge(lim, e->w + lim->off, at, cost, receipt[0])
+                         : lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[0]);
+    if (rc != SL_OK)
+        return rc == SL_NO ? SL_NO : -EAGAIN;
+    for (j = 1; j < pol->nlimits; j++) {
+        lim = &pol->lim[j];
+        if (lim->ops->step != NULL && sl_cas_acqrel(e->w + lim->off, &seen[j], next[j]))
+            continue; /* the receipt is the step's */
+        if (lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[j]) != SL_OK)
+            return SL_LEAN_BACK | (int)j; /* frozen, or a lost race */
     }
     return SL_OK;
 }
+
+/* One limit inline, GCRA's step too (the commonest policy); stacked
+ * limits out of line, where their locals cost a single limit's decision
+ * no registers or stack. */
+static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
+                                 struct sl_entry *e, const struct sl_policy *pol, uint64_t cost,
+                                 uint64_t now, uint64_t at, uint64_t (*receipt)[SL_RECEIPT_WORDS])
+{
+    const struct sl_lim *lim = &pol->lim[0];
+    int rc;
+
+    if (pol->gcra_alone) {
+        rc = sl_gcra_charge(lim, e->w + lim->off, at, cost, receipt[0]);
+        return rc == SL_FROZEN ? -EAGAIN : rc;
+    }
+    if (pol->nlimits == 1) {
+        rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[0]);
+        return rc == SL_FROZEN ? -EAGAIN : rc;
+    }
+    rc = sl_lean_charge_all(e, pol, cost, at, receipt);
+    if (rc < SL_LEAN_BACK)
+        return rc; /* SL_OK, SL_NO or -EAGAIN */
+    sl_lean_take_back(l, key, len, e, now, at, cost, receipt, (unsigned)rc & ~SL_LEAN_BACK);
+    return -EAGAIN;
+}
+
 /*
  * The commonest decision alone: a private limiter's present key, one key,
  * no result asked for.  The same steps as sl_acquire_fast and

@@ -61,27 +61,27 @@ static sl_i128 approx_room(const struct sl_lim *lim, const struct approx_view *v
            (sl_i128)((sl_u128)v->prev * (wd - v->elapsed)) - (sl_i128)((sl_u128)v->cur * wd);
 }
 
+static int approx_step(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
+                       uint64_t *next, uint64_t *receipt)
+{
+    struct approx_view v;
+
+    if (c & SL_DEAD)
+        return SL_FROZEN;
+    approx_view(lim, c, now, &v);
+    if (approx_room(lim, &v) < (sl_i128)((sl_u128)cost * lim->width))
+        return SL_NO;
+    *next = sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost));
+    receipt[0] = v.idx;
+    receipt[1] = c;
+    receipt[2] = *next;
+    return SL_OK;
+}
+
 static int approx_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                          uint64_t *receipt)
 {
-    uint64_t c = sl_load_acq(w);
-    struct approx_view v;
-
-    for (;;) {
-        if (c & SL_DEAD)
-            return SL_FROZEN;
-        approx_view(lim, c, now, &v);
-        if (approx_room(lim, &v) < (sl_i128)((sl_u128)cost * lim->width))
-            return SL_NO;
-        uint64_t before = c,
-                 after = sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost));
-        if (sl_cas_acqrel(w, &c, after)) {
-            receipt[0] = v.idx;
-            receipt[1] = before;
-            receipt[2] = after;
-            return SL_OK;
-        }
-    }
+    return sl_charge_by_step(approx_step, lim, w, now, cost, receipt);
 }
 
 static bool approx_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
@@ -204,4 +204,5 @@ const struct sl_algo sl_algo_approx = {
     .is_fresh = approx_is_fresh,
     .freeze = sl_window_freeze,
     .carry = approx_carry,
+    .step = approx_step,
 };

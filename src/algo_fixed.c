@@ -37,25 +37,27 @@ static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, u
     return idx - (uint64_t)d; /* d <= 0: the stored window */
 }
 
+static int fixed_step(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
+                      uint64_t *next, uint64_t *receipt)
+{
+    uint64_t used, idx;
+
+    if (c & SL_DEAD)
+        return SL_FROZEN;
+    idx = fixed_view(lim, c, now, &used);
+    if (used + cost > lim->def.count)
+        return SL_NO;
+    *next = sl_word_make(lim, idx, used + cost);
+    receipt[0] = idx;
+    receipt[1] = c;
+    receipt[2] = *next;
+    return SL_OK;
+}
+
 static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                         uint64_t *receipt)
 {
-    uint64_t c = sl_load_acq(w), used, idx;
-
-    for (;;) {
-        if (c & SL_DEAD)
-            return SL_FROZEN;
-        idx = fixed_view(lim, c, now, &used);
-        if (used + cost > lim->def.count)
-            return SL_NO;
-        uint64_t before = c, after = sl_word_make(lim, idx, used + cost);
-        if (sl_cas_acqrel(w, &c, after)) {
-            receipt[0] = idx;
-            receipt[1] = before;
-            receipt[2] = after;
-            return SL_OK;
-        }
-    }
+    return sl_charge_by_step(fixed_step, lim, w, now, cost, receipt);
 }
 
 static bool fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
@@ -146,4 +148,5 @@ const struct sl_algo sl_algo_fixed = {
     .is_fresh = fixed_is_fresh,
     .freeze = sl_window_freeze,
     .carry = fixed_carry,
+    .step = fixed_step,
 };

@@ -249,4 +249,5 @@ const struct sl_algo sl_algo_gcra = {
     .is_fresh = gcra_is_fresh,
     .freeze = gcra_freeze,
     .carry = gcra_carry,
+    .step = sl_gcra_step,
 };

@@ -45,26 +45,6 @@ int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields)
     return 0;
 }
 
-uint64_t sl_word_index(const struct sl_lim *lim, uint64_t word)
-{
-    return (word >> lim->ishift) & lim->imask;
-}
-
-uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, uint64_t counts)
-{
-    return ((index & lim->imask) << lim->ishift) | counts;
-}
-
-int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b)
-{
-    uint64_t d = (a - b) & lim->imask;
-
-    if (d >> (lim->ibits - 1))
-        return (int64_t)d - (int64_t)(UINT64_C(1) << (lim->ibits - 1)) -
-               (int64_t)(UINT64_C(1) << (lim->ibits - 1));
-    return (int64_t)d;
-}
-
 uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w)
 {
     (void)lim;

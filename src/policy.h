@@ -72,8 +72,9 @@ struct sl_policy {
      * but GCRA): a time past the clock's wrap at 2^64 ns is decided as at
      * the key's latest admission before it (sl_decide_time) */
     bool absolute;
-    /* one GCRA limit: its step inline in sl_acquire_lean (decide.c) */
-    bool gcra_alone;
+    /* limit 0 is GCRA, and the only one: its step inline in the lean
+     * path (acquire.c) */
+    bool gcra_first, gcra_alone;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];
@@ -168,7 +169,34 @@ struct sl_algo {
     uint64_t (*freeze)(const struct sl_lim *lim, sl_aword *w);
     void (*carry)(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to, sl_aword *tw,
                   uint64_t now);
+    /* Limits of one state word (NULL for the others): charge's step from
+     * the word c, which charge takes in a CAS loop (sl_charge_by_step):
+     * SL_OK with the word to store in *next and the receipt as charge
+     * leaves it once *next is stored in place of c, SL_NO, or SL_FROZEN.
+     * Pure, so the lean path steps a stacked limit in its read-only check
+     * and stores the word after limit 0's charge (acquire.c): a CAS from
+     * c is the charge of a loop that read c just then. */
+    int (*step)(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost, uint64_t *next,
+                uint64_t *receipt);
 };
+
+typedef int sl_step_fn(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
+                       uint64_t *next, uint64_t *receipt);
+
+/* The charge of a one-word limit: its step from the word read, stored by
+ * CAS, again from the word found if another charge came first.  Inline
+ * with the algorithm's own step (a constant), so each op is one loop. */
+static inline __attribute__((always_inline)) int
+sl_charge_by_step(sl_step_fn *step, const struct sl_lim *lim, sl_aword *w, uint64_t now,
+                  uint64_t cost, uint64_t *receipt)
+{
+    uint64_t c = sl_load_acq(w), next;
+    int rc;
+
+    while ((rc = step(lim, c, now, cost, &next, receipt)) == SL_OK && !sl_cas_acqrel(w, &c, next))
+        ;
+    return rc;
+}
 
 /* Restore the control word to its value before a charge, if nothing has
  * changed it since (windowed undo: exact, even when the charge moved the
@@ -224,9 +252,27 @@ int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
 void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords);
 uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w);
 uint64_t sl_window_later(const struct sl_lim *lim, unsigned nfields, uint64_t x, uint64_t y);
+/* A window word's fields; inline: every windowed step takes them, and
+ * their calls were a fifth of a fixed window's charge. */
+static inline uint64_t sl_word_index(const struct sl_lim *lim, uint64_t word)
+{
+    return (word >> lim->ishift) & lim->imask;
+}
+
+static inline uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, uint64_t counts)
+{
+    return ((index & lim->imask) << lim->ishift) | counts;
+}
+
 /* Signed distance a - b of two window indexes modulo 2^ibits. */
-int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b);
-uint64_t sl_word_index(const struct sl_lim *lim, uint64_t word);
-uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, uint64_t counts);
+static inline int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b)
+{
+    uint64_t d = (a - b) & lim->imask;
+
+    if (d >> (lim->ibits - 1))
+        return (int64_t)d - (int64_t)(UINT64_C(1) << (lim->ibits - 1)) -
+               (int64_t)(UINT64_C(1) << (lim->ibits - 1));
+    return (int64_t)d;
+}
 
 #endif
