@@ -10,19 +10,14 @@
  */
 #include <string.h>
 
-#include "algo_gcra.h"
-#include "charge.h"
-#include "table.h"
+#include "lean.h"
 
-/* Charges of the lean path below that must not stand, limits 0..n-1 of
- * e: taken back, the last first, as the general path takes back its own
- * (sl_undo_limit, which follows a moved state), from a target made for
- * them.  Out of line: a lost race's. */
-static __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key,
-                                                        size_t len, struct sl_entry *e,
-                                                        uint64_t now, uint64_t at, uint64_t cost,
-                                                        uint64_t (*receipt)[SL_RECEIPT_WORDS],
-                                                        unsigned n)
+/* lean.h */
+__attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key, size_t len,
+                                                 struct sl_entry *e, uint64_t now, uint64_t at,
+                                                 uint64_t cost,
+                                                 uint64_t (*receipt)[SL_RECEIPT_WORDS],
+                                                 unsigned n)
 {
     struct sl_target g;
 
@@ -57,15 +52,8 @@ sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cos
     int rc;
 
     for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {
-        int got;
         lim = &pol->lim[j];
-        if (lim->ops->step != NULL) {
-            /* acquire, as the charge's own load: its CAS may store next */
-            seen[j] = sl_load_acq(e->w + lim->off);
-            got = lim->ops->step(lim, seen[j], at, cost, &next[j], receipt[j]);
-        } else {
-            got = lim->ops->report(lim, e->w + lim->off, at, cost, NULL);
-        }
+        int got = sl_lean_check(lim, e->w + lim->off, at, cost, &seen[j], &next[j], receipt[j]);
         if (got == SL_FROZEN)
             return -EAGAIN;
         if (got == SL_NO)
@@ -74,15 +62,13 @@ sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cos
     if (rc == SL_NO)
         return SL_NO;
     lim = &pol->lim[0];
-    rc = pol->gcra_first ? sl_gcra_charge(lim, e->w + lim->off, at, cost, receipt[0])
-                         : lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[0]);
+    rc = sl_lean_charge_first(lim, e->w + lim->off, at, cost, receipt[0]);
     if (rc != SL_OK)
         return rc == SL_NO ? SL_NO : -EAGAIN;
     for (j = 1; j < pol->nlimits; j++) {
         lim = &pol->lim[j];
-        if (lim->ops->step != NULL && sl_cas_acqrel(e->w + lim->off, &seen[j], next[j]))
-            continue; /* the receipt is the step's */
-        if (lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[j]) != SL_OK)
+        if (sl_lean_charge_checked(lim, e->w + lim->off, at, cost, seen[j], next[j], receipt[j]) !=
+            SL_OK)
             return SL_LEAN_BACK | (int)j; /* frozen, or a lost race */
     }
     return SL_OK;

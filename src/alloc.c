@@ -8,6 +8,10 @@
 
 #include "internal.h"
 
+#ifdef SL_DEBUG_CHECKS
+_Atomic(void (*)(void)) sl_test_between_commits; /* internal.h */
+#endif
+
 static _Atomic unsigned long fail_countdown;
 static _Atomic unsigned long fail_period;
 

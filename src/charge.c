@@ -218,12 +218,15 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost,
      * seals one of them until this call has left (sl_entry_commits_done):
      * a commit fails on one key's seal, or where a writer cleared a count
      * it took for a killed process's. */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!sl_commit(&g[i])) {
             sl_charge_all_back(g, n, cost);
             *frozen = i; /* wait for its writer, as for a frozen word */
             return SL_FROZEN;
         }
+        if (i == 0 && n > 1)
+            SL_TEST_BETWEEN_COMMITS();
+    }
     if (n > 1)
         sl_commits_count(g, n, -1);
     return SL_OK;

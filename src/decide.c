@@ -16,8 +16,6 @@
 #include "resolve.h"
 #include "result.h"
 
-#define SL_MAX_KEYS 16
-
 
 /*
  * A single limit decided by its charge alone, on g as resolved.  SL_FROZEN
@@ -325,11 +323,10 @@ int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint
     return sl_decide_keys(&k, 1, cost, now_ns, false, res);
 }
 
-int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
-                       struct sluice_result *res)
+/* acquire_all by the general path (internal.h). */
+int sl_acquire_all_general(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
+                           struct sluice_result *res)
 {
-    if (keys == NULL || n == 0 || n > SL_MAX_KEYS)
-        return -EINVAL;
     return sl_decide_keys(keys, n, cost, now_ns, true, res);
 }
 

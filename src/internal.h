@@ -119,6 +119,22 @@ void sl_free(sl_aword *acct, void *p, size_t size);
 void sl_unaccount(sl_aword *acct, size_t size);
 /* Tests: fail the nth allocation from now (1 = next), every nth if `every`; 0 disables. */
 void sl_test_fail_alloc(unsigned long nth, bool every);
+#ifdef SL_DEBUG_CHECKS
+/* Tests, in debug and sanitizer builds: called by a call on several keys
+ * after its first key's time is committed and before the others', the
+ * window in which a writer freezing a later key must wait for the call
+ * (sl_entry_commits_done); commit_race widens it with a spin. */
+extern _Atomic(void (*)(void)) sl_test_between_commits;
+#define SL_TEST_BETWEEN_COMMITS()                                                          \
+    do {                                                                                   \
+        void (*hook_)(void) = atomic_load_explicit(&sl_test_between_commits,              \
+                                                   memory_order_relaxed);                  \
+        if (hook_ != NULL)                                                                 \
+            hook_();                                                                       \
+    } while (0)
+#else
+#define SL_TEST_BETWEEN_COMMITS() ((void)0)
+#endif
 
 
 /* ---- keys into the table (insert.c), used by decide.c and admin.c ---- */
@@ -303,6 +319,11 @@ static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool
  * lean path (acquire.c) does not take. */
 int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
                        struct sluice_result *res);
+/* sluice_acquire_all of 1..SL_MAX_KEYS keys (checked) by the general
+ * path: what the lean path (acquire_all.c) does not take. */
+#define SL_MAX_KEYS 16
+int sl_acquire_all_general(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
+                           struct sluice_result *res);
 
 /* ---- the background reaper (reaper.c) -------------------------------- */
 

@@ -1,0 +1,216 @@
+/*
+ * sluice_acquire_all.  A call on a few present keys of private limiters
+ * with no result asked for takes a lean path here: the steps the general
+ * path takes for several present keys (decide.c's sl_resolve_present and
+ * sl_decide_once, charge.c's sl_charge_all), in the same order, on
+ * locals; see doc/DESIGN.md, "The lean path".  Whatever it declines (an
+ * absent or repeated key, a shared limiter, a floor to raise, a frozen or
+ * sealed entry, a lost race, a policy replaced) returns with no charge
+ * standing and goes the general way, as does every call with a result.
+ */
+#include "lean.h"
+
+#define SL_LEAN_KEYS 4 /* more keys: the general path, whose targets they fill */
+
+struct sl_lean_key {
+    struct sluice *l;
+    const void *key;
+    size_t len;
+    uint64_t h, at;
+    struct sl_shard *s;
+    struct sl_entry *e;
+    const struct sl_policy *pol;
+    unsigned charged;           /* limits 0..charged-1 stand charged */
+    uint64_t seen[SLUICE_MAX_LIMITS], next[SLUICE_MAX_LIMITS]; /* sl_lean_check's */
+    uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
+};
+
+/* The call's count on each key (sl_commits_count): a writer that freezes
+ * one of them waits for it to leave before it seals last_ns.  acq_rel, as
+ * there: a writer's read of the count is an RMW too. */
+static inline __attribute__((always_inline)) void sl_lean_count(struct sl_lean_key *k, size_t n, int delta)
+{
+    for (size_t i = 0; i < n; i++)
+        (void)atomic_fetch_add_explicit(&k[i].e->committing, (uint32_t)delta,
+                                        memory_order_acq_rel);
+}
+
+/* Every charge of the call taken back (sl_charge_all_back): its counts
+ * left first, if it took them. */
+static __attribute__((noinline)) int sl_lean_all_back(struct sl_lean_key *k, size_t n,
+                                                      uint64_t cost, uint64_t now, bool counted)
+{
+    if (counted)
+        sl_lean_count(k, n, -1);
+    for (size_t i = 0; i < n; i++)
+        if (k[i].charged > 0)
+            sl_lean_take_back(k[i].l, k[i].key, k[i].len, k[i].e, now, k[i].at, cost,
+                              k[i].receipt, k[i].charged);
+    return -EAGAIN;
+}
+
+/* A denial stands only if every key was read under the policy in force
+ * (sl_any_stale). */
+static inline __attribute__((always_inline)) int sl_lean_all_denied(const struct sl_lean_key *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (sl_policy_stale(k[i].l, k[i].pol))
+            return -EAGAIN;
+    return SL_NO;
+}
+
+/* Every key present under the policy in force, found by one probe each,
+ * the slot lines and then the entries fetched together first so that
+ * their misses overlap (sl_resolve_present), each decidable now with no
+ * floor to raise (sl_target_present, sl_floor_ahead). */
+static inline __attribute__((always_inline)) bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_t cost, uint64_t now)
+{
+    for (size_t i = 0; i < n; i++)
+        sl_table_prefetch(k[i].s, k[i].h);
+    for (size_t i = 0; i < n; i++)
+        sl_table_prefetch_entry(k[i].s, k[i].h);
+    for (size_t i = 0; i < n; i++) {
+        struct sl_entry *e = sl_table_find(k[i].s, k[i].h, k[i].key, k[i].len);
+        uint64_t lastw;
+        if (e == NULL)
+            return false;
+        k[i].e = e;
+        k[i].pol = e->pol;
+        lastw = sl_load_rlx(&e->last_ns);
+        if (!sl_present_decidable(k[i].l, k[i].pol, lastw, cost, now))
+            return false;
+        k[i].at = sl_decide_time(lastw, k[i].pol, now);
+        if (!sl_floor_near(e, k[i].at))
+            return false;
+        k[i].charged = 0;
+    }
+    return true;
+}
+
+/*
+ * sl_decide_once for present keys, with no result: every limit checked
+ * read-only but key 0's first, which its charge decides (sl_verdict_but);
+ * then every limit charged in order, all or nothing; the call's count on
+ * each key; the tests after the charges; each key's time committed.
+ * SL_OK or SL_NO, or -EAGAIN with no charge standing.
+ */
+static inline __attribute__((always_inline)) int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t cost, uint64_t now)
+{
+    int verdict = SL_OK, rc;
+
+    for (size_t i = 0; i < n; i++)
+        for (unsigned j = i == 0; j < k[i].pol->nlimits; j++) {
+            const struct sl_lim *lim = &k[i].pol->lim[j];
+            rc = sl_lean_check(lim, k[i].e->w + lim->off, k[i].at, cost, &k[i].seen[j],
+                               &k[i].next[j], k[i].receipt[j]);
+            if (rc == SL_FROZEN)
+                return -EAGAIN;
+            if (rc == SL_NO)
+                verdict = SL_NO; /* every limit still read: a frozen one waited for */
+        }
+    if (verdict == SL_NO)
+        return sl_lean_all_denied(k, n);
+    for (size_t i = 0; i < n; i++)
+        for (unsigned j = 0; j < k[i].pol->nlimits; j++) {
+            const struct sl_lim *lim = &k[i].pol->lim[j];
+            sl_aword *w = k[i].e->w + lim->off;
+            if (i == 0 && j == 0) {
+                rc = sl_lean_charge_first(lim, w, k[0].at, cost, k[0].receipt[0]);
+                if (rc != SL_OK) /* nothing charged yet */
+                    return rc == SL_NO ? sl_lean_all_denied(k, n) : -EAGAIN;
+            } else if (sl_lean_charge_checked(lim, w, k[i].at, cost, k[i].seen[j], k[i].next[j],
+                                              k[i].receipt[j]) != SL_OK) {
+                return sl_lean_all_back(k, n, cost, now, false); /* frozen, or a lost race */
+            }
+            k[i].charged = j + 1;
+        }
+    /* sl_charge_all's tests, counted on every key first: charged under a
+     * default since replaced, far behind a racing admission, or on a key
+     * frozen since its charge (a reset would drop that charge while the
+     * others keep theirs) */
+    sl_lean_count(k, n, 1);
+    for (size_t i = 0; i < n; i++)
+        if (!sl_floor_kept(k[i].e, k[i].at) || sl_policy_stale(k[i].l, k[i].pol) ||
+            (sl_load_acq(&k[i].e->w[0]) & SL_DEAD))
+            return sl_lean_all_back(k, n, cost, now, true);
+    for (size_t i = 0; i < n; i++) {
+        if (!sl_last_commit(&k[i].e->last_ns, k[i].at))
+            return sl_lean_all_back(k, n, cost, now, true);
+        if (i == 0)
+            SL_TEST_BETWEEN_COMMITS();
+    }
+    sl_lean_count(k, n, -1);
+    return SL_OK;
+}
+
+/* Each limiter's statistics once (sl_count_decision). */
+static inline __attribute__((always_inline)) void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_key *k,
+                                                            size_t n, bool allowed)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t m = 0; m < i && !seen; m++)
+            seen = k[m].l == k[i].l;
+        if (!seen)
+            sl_stat_add(k[i].l, t, allowed);
+    }
+}
+
+/*
+ * The keys checked in order (the first error is the call's), hashed, and
+ * decided by the lean path if every limiter is private and no key repeats
+ * (the general path merges repeats); else, or where it declined, by the
+ * general path.
+ */
+static inline __attribute__((always_inline)) int
+sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now)
+{
+    struct sl_lean_key k[SL_LEAN_KEYS];
+    struct sl_thread *t;
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        struct sluice *l = keys[i].limiter;
+        if ((rc = sl_key_check(l, keys[i].key, keys[i].len)) < 0)
+            return rc;
+        if (l->shm != NULL)
+            return sl_acquire_all_general(keys, n, cost, now, NULL);
+        k[i].l = l;
+        k[i].key = keys[i].key;
+        k[i].len = keys[i].len;
+        k[i].h = sl_hash(&l->hkey, keys[i].key, keys[i].len);
+        k[i].s = sl_shard_of(l, k[i].h);
+        for (size_t m = 0; m < i; m++)
+            if (k[m].l == l && k[m].h == k[i].h)
+                return sl_acquire_all_general(keys, n, cost, now, NULL);
+    }
+    if ((t = sl_thread_get()) == NULL)
+        return -ENOMEM;
+    sl_epoch_begin(t);
+    rc = sl_lean_all_present(k, n, cost, now) ? sl_lean_all_decide(k, n, cost, now) : -EAGAIN;
+    sl_epoch_end_hot(t); /* it retired nothing */
+    if (rc == -EAGAIN)
+        return sl_acquire_all_general(keys, n, cost, now, NULL);
+    sl_lean_all_stat(t, k, n, rc == SL_OK);
+    return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+}
+
+/* Two keys (an IP and a user, a client and an endpoint), the commonest
+ * call, with its loops unrolled; more the same way, looped. */
+static __attribute__((noinline)) int sl_acquire_all_hot(const struct sluice_key *keys, size_t n,
+                                                        uint64_t cost, uint64_t now)
+{
+    return n == 2 ? sl_acquire_all_lean(keys, 2, cost, now)
+                  : sl_acquire_all_lean(keys, n, cost, now);
+}
+
+int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
+                       struct sluice_result *res)
+{
+    if (keys == NULL || n == 0 || n > SL_MAX_KEYS)
+        return -EINVAL;
+    /* one key: as the general path decides it (acquire_all's own way) */
+    if (res == NULL && cost > 0 && n >= 2 && n <= SL_LEAN_KEYS)
+        return sl_acquire_all_hot(keys, n, cost, now_ns);
+    return sl_acquire_all_general(keys, n, cost, now_ns, res);
+}

@@ -1,0 +1,60 @@
+/*
+ * The lean paths' shared steps (acquire.c: one key; acquire_all.c: a few
+ * keys): a private limiter's present keys decided with no result, the
+ * general path's steps (decide.c, charge.c) in the same order, on locals.
+ * See doc/DESIGN.md, "The lean path".
+ */
+#ifndef SL_LEAN_H
+#define SL_LEAN_H
+
+#include "algo_gcra.h"
+#include "charge.h"
+#include "table.h"
+
+/* Charges of a lean path that must not stand, limits 0..n-1 of e: taken
+ * back, the last first, by the general path's own undo (sl_undo_limit,
+ * which follows a moved state), from a target made for them (acquire.c).
+ * Out of line: a lost race's. */
+void sl_lean_take_back(struct sluice *l, const void *key, size_t len, struct sl_entry *e,
+                       uint64_t now, uint64_t at, uint64_t cost,
+                       uint64_t (*receipt)[SL_RECEIPT_WORDS], unsigned n);
+
+/*
+ * Limit lim (words w) checked read-only for a charge of cost at `at`, a
+ * limit that its own charge does not decide: a one-word limit is stepped
+ * from the word it reads (*seen; the step's word in *next, the receipt as
+ * its charge would leave it), GCRA's step inline; another is reported.
+ * SL_OK, SL_NO or SL_FROZEN, as report says.
+ */
+static inline int sl_lean_check(const struct sl_lim *lim, sl_aword *w, uint64_t at, uint64_t cost,
+                                uint64_t *seen, uint64_t *next, uint64_t *receipt)
+{
+    if (lim->ops->step == NULL)
+        return lim->ops->report(lim, w, at, cost, NULL);
+    /* acquire, as the charge's own load: the CAS below may store *next */
+    *seen = sl_load_acq(w);
+    return lim->ops == &sl_algo_gcra ? sl_gcra_step(lim, *seen, at, cost, next, receipt)
+                                     : lim->ops->step(lim, *seen, at, cost, next, receipt);
+}
+
+/* Its charge once every check passed: the CAS of the checked step's word
+ * (a charge that read *seen just then: the step is a function of the word
+ * alone), or the whole charge if another charge came between. */
+static inline int sl_lean_charge_checked(const struct sl_lim *lim, sl_aword *w, uint64_t at,
+                                         uint64_t cost, uint64_t seen, uint64_t next,
+                                         uint64_t *receipt)
+{
+    if (lim->ops->step != NULL && sl_cas_acqrel(w, &seen, next))
+        return SL_OK; /* the receipt is the step's */
+    return lim->ops->charge(lim, w, at, cost, receipt);
+}
+
+/* The charge that decides its limit, unchecked (a denial writes nothing). */
+static inline int sl_lean_charge_first(const struct sl_lim *lim, sl_aword *w, uint64_t at,
+                                       uint64_t cost, uint64_t *receipt)
+{
+    return lim->ops == &sl_algo_gcra ? sl_gcra_charge(lim, w, at, cost, receipt)
+                                     : lim->ops->charge(lim, w, at, cost, receipt);
+}
+
+#endif
