@@ -11,6 +11,8 @@
 #include "lean.h"
 
 #define SL_LEAN_KEYS 4 /* more keys: the general path, whose targets they fill */
+/* inlined into both bodies of sl_acquire_all_hot (two keys unrolled) */
+#define SL_LEAN_INLINE static inline __attribute__((always_inline))
 
 struct sl_lean_key {
     struct sluice *l;
@@ -28,7 +30,7 @@ struct sl_lean_key {
 /* The call's count on each key (sl_commits_count): a writer that freezes
  * one of them waits for it to leave before it seals last_ns.  acq_rel, as
  * there: a writer's read of the count is an RMW too. */
-static inline __attribute__((always_inline)) void sl_lean_count(struct sl_lean_key *k, size_t n, int delta)
+SL_LEAN_INLINE void sl_lean_count(struct sl_lean_key *k, size_t n, int delta)
 {
     for (size_t i = 0; i < n; i++)
         (void)atomic_fetch_add_explicit(&k[i].e->committing, (uint32_t)delta,
@@ -51,7 +53,7 @@ static __attribute__((noinline)) int sl_lean_all_back(struct sl_lean_key *k, siz
 
 /* A denial stands only if every key was read under the policy in force
  * (sl_any_stale). */
-static inline __attribute__((always_inline)) int sl_lean_all_denied(const struct sl_lean_key *k, size_t n)
+SL_LEAN_INLINE int sl_lean_all_denied(const struct sl_lean_key *k, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (sl_policy_stale(k[i].l, k[i].pol))
@@ -63,7 +65,8 @@ static inline __attribute__((always_inline)) int sl_lean_all_denied(const struct
  * the slot lines and then the entries fetched together first so that
  * their misses overlap (sl_resolve_present), each decidable now with no
  * floor to raise (sl_target_present, sl_floor_ahead). */
-static inline __attribute__((always_inline)) bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_t cost, uint64_t now)
+SL_LEAN_INLINE bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_t cost,
+                                        uint64_t now)
 {
     for (size_t i = 0; i < n; i++)
         sl_table_prefetch(k[i].s, k[i].h);
@@ -94,7 +97,8 @@ static inline __attribute__((always_inline)) bool sl_lean_all_present(struct sl_
  * each key; the tests after the charges; each key's time committed.
  * SL_OK or SL_NO, or -EAGAIN with no charge standing.
  */
-static inline __attribute__((always_inline)) int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t cost, uint64_t now)
+SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t cost,
+                                      uint64_t now)
 {
     int verdict = SL_OK, rc;
 
@@ -144,8 +148,8 @@ static inline __attribute__((always_inline)) int sl_lean_all_decide(struct sl_le
 }
 
 /* Each limiter's statistics once (sl_count_decision). */
-static inline __attribute__((always_inline)) void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_key *k,
-                                                            size_t n, bool allowed)
+SL_LEAN_INLINE void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_key *k, size_t n,
+                                     bool allowed)
 {
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
@@ -162,7 +166,7 @@ static inline __attribute__((always_inline)) void sl_lean_all_stat(struct sl_thr
  * (the general path merges repeats); else, or where it declined, by the
  * general path.
  */
-static inline __attribute__((always_inline)) int
+SL_LEAN_INLINE int
 sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now)
 {
     struct sl_lean_key k[SL_LEAN_KEYS];
