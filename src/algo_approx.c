@@ -72,10 +72,7 @@ static int approx_step(const struct sl_lim *lim, uint64_t c, uint64_t now, uint6
     if (approx_room(lim, &v) < (sl_i128)((sl_u128)cost * lim->width))
         return SL_NO;
     *next = sl_word_make(lim, v.idx, (v.prev << lim->cbits) | (v.cur + cost));
-    receipt[0] = v.idx;
-    receipt[1] = c;
-    receipt[2] = *next;
-    return SL_OK;
+    return sl_window_stepped(receipt, v.idx, c, *next);
 }
 
 static int approx_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,

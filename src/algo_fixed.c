@@ -48,10 +48,7 @@ static int fixed_step(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64
     if (used + cost > lim->def.count)
         return SL_NO;
     *next = sl_word_make(lim, idx, used + cost);
-    receipt[0] = idx;
-    receipt[1] = c;
-    receipt[2] = *next;
-    return SL_OK;
+    return sl_window_stepped(receipt, idx, c, *next);
 }
 
 static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,

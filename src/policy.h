@@ -180,6 +180,17 @@ struct sl_algo {
                 uint64_t *receipt);
 };
 
+/* A windowed step's receipt (the window charged, the word before and
+ * after: sl_undo_exact), and its SL_OK. */
+static inline int sl_window_stepped(uint64_t *receipt, uint64_t idx, uint64_t before,
+                                    uint64_t after)
+{
+    receipt[0] = idx;
+    receipt[1] = before;
+    receipt[2] = after;
+    return SL_OK;
+}
+
 typedef int sl_step_fn(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
                        uint64_t *next, uint64_t *receipt);
 

@@ -177,6 +177,20 @@ static void run(const char *name, uint64_t rounds)
     CHECK(mode == BY_RESET_LAST ? a_admitted > 0 : (uint64_t)a_admitted * 2 > rounds);
 }
 
+/* Each racer's rounds on L as it is now. */
+static void run_modes(const char *what, uint64_t rounds)
+{
+    static const char *const how[] = {"reset", "set_policy", "reset of the last key"};
+    static const enum racer_mode modes[] = {BY_RESET, BY_SET_POLICY, BY_RESET_LAST};
+    char name[96];
+
+    for (int m = 0; m < 3; m++) {
+        snprintf(name, sizeof(name), "%s, %s", what, how[m]);
+        mode = modes[m];
+        run(name, rounds);
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t rounds = (uint64_t)(20000 * t_scale(argc, argv));
@@ -195,32 +209,17 @@ int main(int argc, char **argv)
 #ifdef SL_DEBUG_CHECKS
     atomic_store(&sl_test_between_commits, widen);
 #endif
-    mode = BY_RESET;
-    run("private, reset", rounds);
-    mode = BY_SET_POLICY;
-    run("private, set_policy", rounds);
-    mode = BY_RESET_LAST;
-    run("private, reset of the last key", rounds);
+    run_modes("private", rounds);
     nkeys = 4;
     with_result = false;
-    mode = BY_RESET;
-    run("private, 4 keys, no result, reset", rounds / 2);
-    mode = BY_SET_POLICY;
-    run("private, 4 keys, no result, set_policy", rounds / 2);
-    mode = BY_RESET_LAST;
-    run("private, 4 keys, no result, reset of the last key", rounds / 2);
+    run_modes("private, 4 keys, no result", rounds / 2);
     nkeys = NKEYS;
     with_result = true;
     sluice_destroy(L);
 
     t_shm_path(path, sizeof(path), "commit_race");
     L = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
-    mode = BY_RESET;
-    run("shared, reset", rounds / 2);
-    mode = BY_SET_POLICY;
-    run("shared, set_policy", rounds / 2);
-    mode = BY_RESET_LAST;
-    run("shared, reset of the last key", rounds / 2);
+    run_modes("shared", rounds / 2);
     sluice_destroy(L);
     CHECK_EQ(sluice_unlink_shared(path), 0);
     return t_done("commit_race");
