@@ -155,7 +155,9 @@ static void sl_charge_all_back(struct sl_target *g, size_t n, uint64_t cost)
  * charge decides its limit, which sl_decide_once left unchecked: its
  * denial is SL_NO (res: that limit), having written nothing.  A later
  * limit denying lost a race since the read-only check passed it: its
- * charges taken back, SL_RACED.
+ * charges taken back, SL_RACED.  The lean paths take these steps on
+ * locals, in this order (acquire.c for one key, acquire_all.c for a few
+ * present keys with no result): a step changed here changes there too.
  */
 static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost,
                          struct sluice_result *res, size_t *frozen)

@@ -96,8 +96,10 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
 /*
  * Every key present under the policy in force: resolved with one lookup
  * each, their slot lines and then their entries fetched together first, so
- * the misses overlap rather than queue.  false (nothing written) when some key needs the
- * general path: absent, its policy changed, cost above its least capacity.
+ * the misses overlap rather than queue.  false (nothing written) when
+ * some key needs the general path: absent, its policy changed, cost above
+ * its least capacity.  acquire_all.c's lean path resolves its keys the
+ * same way, on locals: a step changed here changes there too.
  */
 static bool sl_resolve_present(struct sl_target *g, size_t n, uint64_t cost, uint64_t now)
 {
