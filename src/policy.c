@@ -101,8 +101,7 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
     p->idle_fresh_ns = over <= read ? over : UINT64_MAX;
     p->def.nlimits = def->nlimits;
     p->nlimits = def->nlimits;
-    p->gcra_first = p->lim[0].def.algo == SLUICE_GCRA;
-    p->gcra_alone = def->nlimits == 1 && p->gcra_first;
+    p->gcra_alone = def->nlimits == 1 && p->lim[0].def.algo == SLUICE_GCRA;
     p->nwords = words;
     p->is_override = is_override;
     atomic_init(&p->refs, 1);

@@ -72,9 +72,8 @@ struct sl_policy {
      * but GCRA): a time past the clock's wrap at 2^64 ns is decided as at
      * the key's latest admission before it (sl_decide_time) */
     bool absolute;
-    /* limit 0 is GCRA, and the only one: its step inline in the lean
-     * path (acquire.c) */
-    bool gcra_first, gcra_alone;
+    /* one GCRA limit: its step inline in the lean path (acquire.c) */
+    bool gcra_alone;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];
@@ -174,7 +173,7 @@ struct sl_algo {
      * SL_OK with the word to store in *next and the receipt as charge
      * leaves it once *next is stored in place of c, SL_NO, or SL_FROZEN.
      * Pure, so the lean path steps a stacked limit in its read-only check
-     * and stores the word after limit 0's charge (acquire.c): a CAS from
+     * and stores the word after limit 0's charge (lean.h): a CAS from
      * c is the charge of a loop that read c just then. */
     int (*step)(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost, uint64_t *next,
                 uint64_t *receipt);
