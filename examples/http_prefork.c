@@ -26,7 +26,10 @@
 #include "http.h"
 
 /* A worker that dies this soon after it started, this many times in a row,
- * is not replaced again: the server stops (a bad setup, not bad luck). */
+ * is not replaced again: the server stops (a bad setup, not bad luck).
+ * SIGKILL does not count: it comes from outside (an operator, the OOM
+ * killer), never from the worker's own failure, so a burst of kills is
+ * answered with replacements, not with a stop. */
 enum { QUICK_DEATH_MS = 1000, QUICK_DEATHS_MAX = 5, STOP_GRACE_MS = 5000 };
 
 struct slot {
@@ -132,14 +135,17 @@ static bool reap_children(const struct http_prefork *pf, struct slot *slots, boo
             s->pid = 0;
             if (stopping)
                 break;
+            if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+                s->quick_deaths =
+                    mono_ms() - s->started < QUICK_DEATH_MS ? s->quick_deaths + 1 : 0;
+            bool give_up = s->quick_deaths >= QUICK_DEATHS_MAX;
             if (WIFSIGNALED(st))
-                fprintf(stderr, "sluice-http: worker %d killed by signal %d: replaced\n",
-                        (int)pid, WTERMSIG(st));
+                fprintf(stderr, "sluice-http: worker %d killed by signal %d: %s\n", (int)pid,
+                        WTERMSIG(st), give_up ? "not replaced" : "replaced");
             else
-                fprintf(stderr, "sluice-http: worker %d exited with %d: replaced\n", (int)pid,
-                        WEXITSTATUS(st));
-            s->quick_deaths = mono_ms() - s->started < QUICK_DEATH_MS ? s->quick_deaths + 1 : 0;
-            if (s->quick_deaths >= QUICK_DEATHS_MAX) {
+                fprintf(stderr, "sluice-http: worker %d exited with %d: %s\n", (int)pid,
+                        WEXITSTATUS(st), give_up ? "not replaced" : "replaced");
+            if (give_up) {
                 fprintf(stderr, "sluice-http: workers keep dying at start: stopping\n");
                 return false;
             }
