@@ -42,16 +42,16 @@ __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *k
  * which has what sl_lean_take_back needs: fewer arguments here).
  */
 #define SL_LEAN_BACK 0x100 /* | j: limits 0..j-1 charged, to be taken back */
-static __attribute__((noinline)) int
-sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cost, uint64_t at,
-                   uint64_t (*receipt)[SL_RECEIPT_WORDS])
+static inline __attribute__((always_inline)) int
+sl_lean_charge_n(struct sl_entry *e, const struct sl_policy *pol, unsigned n, uint64_t cost,
+                 uint64_t at, uint64_t (*receipt)[SL_RECEIPT_WORDS])
 {
     uint64_t seen[SLUICE_MAX_LIMITS], next[SLUICE_MAX_LIMITS];
     const struct sl_lim *lim;
     unsigned j;
     int rc;
 
-    for (j = 1, rc = SL_OK; j < pol->nlimits; j++) {
+    for (j = 1, rc = SL_OK; j < n; j++) {
         lim = &pol->lim[j];
         int got = sl_lean_check(lim, e->w + lim->off, at, cost, &seen[j], &next[j], receipt[j]);
         if (got == SL_FROZEN)
@@ -65,13 +65,29 @@ sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cos
     rc = sl_lean_charge_first(lim, e->w + lim->off, at, cost, receipt[0]);
     if (rc != SL_OK)
         return rc == SL_NO ? SL_NO : -EAGAIN;
-    for (j = 1; j < pol->nlimits; j++) {
+    for (j = 1; j < n; j++) {
         lim = &pol->lim[j];
         if (sl_lean_charge_checked(lim, e->w + lim->off, at, cost, seen[j], next[j], receipt[j]) !=
             SL_OK)
             return SL_LEAN_BACK | (int)j; /* frozen, or a lost race */
     }
     return SL_OK;
+}
+
+/* Two limits, the commonest stack (a peak and a quota), with the count a
+ * constant: the loops unrolled, the locals in registers. */
+static __attribute__((noinline)) int
+sl_lean_charge_two(struct sl_entry *e, const struct sl_policy *pol, uint64_t cost, uint64_t at,
+                   uint64_t (*receipt)[SL_RECEIPT_WORDS])
+{
+    return sl_lean_charge_n(e, pol, 2, cost, at, receipt);
+}
+
+static __attribute__((noinline)) int
+sl_lean_charge_all(struct sl_entry *e, const struct sl_policy *pol, uint64_t cost, uint64_t at,
+                   uint64_t (*receipt)[SL_RECEIPT_WORDS])
+{
+    return sl_lean_charge_n(e, pol, pol->nlimits, cost, at, receipt);
 }
 
 /* One limit inline, GCRA's step too (the commonest policy); stacked
@@ -92,7 +108,8 @@ static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
         rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[0]);
         return rc == SL_FROZEN ? -EAGAIN : rc;
     }
-    rc = sl_lean_charge_all(e, pol, cost, at, receipt);
+    rc = pol->nlimits == 2 ? sl_lean_charge_two(e, pol, cost, at, receipt)
+                           : sl_lean_charge_all(e, pol, cost, at, receipt);
     if (rc < SL_LEAN_BACK)
         return rc; /* SL_OK, SL_NO or -EAGAIN */
     sl_lean_take_back(l, key, len, e, now, at, cost, receipt, (unsigned)rc & ~SL_LEAN_BACK);

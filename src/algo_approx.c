@@ -24,7 +24,7 @@ struct approx_view {
     bool behind;                /* now is older than the stored window */
 };
 
-/* As fixed_view(); a time older than the stored window is decided at the
+/* As sl_fixed_view(); a time older than the stored window is decided at the
  * stored window's start, where the estimate is largest. */
 static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, struct approx_view *v)
 {
@@ -37,7 +37,7 @@ static void approx_view(const struct sl_lim *lim, uint64_t c, uint64_t now, stru
     v->behind = false;
     if (prev == 0 && cur == 0)
         return;
-    if (d < 0) { /* decided in the stored window, as full: see fixed_view */
+    if (d < 0) { /* decided in the stored window, as full: see sl_fixed_view */
         v->idx = idx - (uint64_t)d;
         v->elapsed = 0;
         v->behind = true;

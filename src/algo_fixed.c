@@ -4,7 +4,7 @@
  * to its definition, which admits up to 2*count across a boundary.
  * Range and count limits: algo_window.c.
  */
-#include "internal.h"
+#include "algo_fixed.h"
 
 static int fixed_compile(struct sl_lim *lim)
 {
@@ -13,48 +13,10 @@ static int fixed_compile(struct sl_lim *lim)
     return sl_window_pack_compile(lim, 1);
 }
 
-/*
- * The window the request is decided in (absolute index) and the units
- * already in it; a word with no units is a fresh key's.  A time older than
- * the stored window is decided in the stored one, as full: every decision
- * runs at or after its key's latest admission (sl_entry_time), so a word
- * ahead of it was moved by a charge still in flight, perhaps one about to
- * be taken back (a stacked limit or another key refusing).  Counting that
- * charge's window instead of the older one it left would admit what no
- * serial order does; refusing is at worst an under-admission in a race.
- */
-static uint64_t fixed_view(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t *used)
-{
-    uint64_t idx = sl_udiv_do(now, &lim->by_width);
-    int64_t d = sl_index_diff(lim, idx, sl_word_index(lim, c));
-
-    *used = 0;
-    if ((c & lim->cmask) == 0 || d > 0)
-        return idx;
-    *used = c & lim->cmask;
-    if (d < 0 && *used < lim->def.count)
-        *used = lim->def.count;
-    return idx - (uint64_t)d; /* d <= 0: the stored window */
-}
-
-static int fixed_step(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
-                      uint64_t *next, uint64_t *receipt)
-{
-    uint64_t used, idx;
-
-    if (c & SL_DEAD)
-        return SL_FROZEN;
-    idx = fixed_view(lim, c, now, &used);
-    if (used + cost > lim->def.count)
-        return SL_NO;
-    *next = sl_word_make(lim, idx, used + cost);
-    return sl_window_stepped(receipt, idx, c, *next);
-}
-
 static int fixed_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                         uint64_t *receipt)
 {
-    return sl_charge_by_step(fixed_step, lim, w, now, cost, receipt);
+    return sl_charge_by_step(sl_fixed_step, lim, w, now, cost, receipt);
 }
 
 static bool fixed_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
@@ -92,7 +54,7 @@ static int fixed_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uin
 
     if (c & SL_DEAD)
         return SL_FROZEN;
-    idx = fixed_view(lim, c, now, &used);
+    idx = sl_fixed_view(lim, c, now, &used);
     if (out == NULL)
         return used + cost <= lim->def.count ? SL_OK : SL_NO;
     end = ((sl_u128)idx + 1) * lim->width;
@@ -119,7 +81,7 @@ static bool fixed_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, ui
     uint64_t used;
 
     (void)w;
-    fixed_view(lim, c, now, &used);
+    sl_fixed_view(lim, c, now, &used);
     return used == 0;
 }
 
@@ -145,5 +107,5 @@ const struct sl_algo sl_algo_fixed = {
     .is_fresh = fixed_is_fresh,
     .freeze = sl_window_freeze,
     .carry = fixed_carry,
-    .step = fixed_step,
+    .step = sl_fixed_step,
 };

@@ -88,7 +88,7 @@ static uint64_t sliding_sum(const struct sl_lim *lim, sl_aword *w, uint64_t eff,
 /* The same, as full when now is behind the stored head: a head ahead of
  * the key's latest admission was moved by a charge still in flight,
  * perhaps about to be taken back, and the window ending there may have
- * dropped units the window ending at now still holds (see fixed_view). */
+ * dropped units the window ending at now still holds (see sl_fixed_view). */
 static uint64_t sliding_sum_at(const struct sl_lim *lim, sl_aword *w, bool behind, uint64_t eff,
                                uint64_t hidx, uint64_t hcnt)
 {

@@ -7,6 +7,7 @@
 #ifndef SL_LEAN_H
 #define SL_LEAN_H
 
+#include "algo_fixed.h"
 #include "algo_gcra.h"
 #include "charge.h"
 #include "table.h"
@@ -23,18 +24,23 @@ void sl_lean_take_back(struct sluice *l, const void *key, size_t len, struct sl_
  * Limit lim (words w) checked read-only for a charge of cost at `at`, a
  * limit that its own charge does not decide: a one-word limit is stepped
  * from the word it reads (*seen; the step's word in *next, the receipt as
- * its charge would leave it), GCRA's step inline; another is reported.
+ * its charge would leave it), GCRA's and the fixed window's steps inline
+ * (a per-second limit and a daily quota: the commonest stack); another is
+ * reported.
  * SL_OK, SL_NO or SL_FROZEN, as report says.
  */
-static inline int sl_lean_check(const struct sl_lim *lim, sl_aword *w, uint64_t at, uint64_t cost,
-                                uint64_t *seen, uint64_t *next, uint64_t *receipt)
+static inline __attribute__((always_inline)) int
+sl_lean_check(const struct sl_lim *lim, sl_aword *w, uint64_t at, uint64_t cost, uint64_t *seen,
+              uint64_t *next, uint64_t *receipt)
 {
     if (lim->ops->step == NULL)
         return lim->ops->report(lim, w, at, cost, NULL);
     /* acquire, as the charge's own load: the CAS below may store *next */
     *seen = sl_load_acq(w);
-    return lim->ops == &sl_algo_gcra ? sl_gcra_step(lim, *seen, at, cost, next, receipt)
-                                     : lim->ops->step(lim, *seen, at, cost, next, receipt);
+    if (lim->ops == &sl_algo_gcra)
+        return sl_gcra_step(lim, *seen, at, cost, next, receipt);
+    return lim->ops == &sl_algo_fixed ? sl_fixed_step(lim, *seen, at, cost, next, receipt)
+                                      : lim->ops->step(lim, *seen, at, cost, next, receipt);
 }
 
 /* Its charge once every check passed: the CAS of the checked step's word

@@ -274,15 +274,13 @@ static inline uint64_t sl_word_make(const struct sl_lim *lim, uint64_t index, ui
     return ((index & lim->imask) << lim->ishift) | counts;
 }
 
-/* Signed distance a - b of two window indexes modulo 2^ibits. */
+/* Signed distance a - b of two window indexes modulo 2^ibits: the
+ * difference's low ibits, sign-extended (ibits >= 2: sl_window_pack_compile). */
 static inline int64_t sl_index_diff(const struct sl_lim *lim, uint64_t a, uint64_t b)
 {
-    uint64_t d = (a - b) & lim->imask;
+    unsigned drop = 64 - lim->ibits;
 
-    if (d >> (lim->ibits - 1))
-        return (int64_t)d - (int64_t)(UINT64_C(1) << (lim->ibits - 1)) -
-               (int64_t)(UINT64_C(1) << (lim->ibits - 1));
-    return (int64_t)d;
+    return (int64_t)((a - b) << drop) >> drop; /* arithmetic shift: GCC's, as C11 allows */
 }
 
 #endif
