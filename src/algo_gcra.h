@@ -30,11 +30,33 @@ static inline uint64_t gcra_word(const struct sl_lim *lim, uint64_t now, sl_u128
     return w != 0 ? w : UINT64_C(1) << lim->fbits; /* 1 ns later: stays conservative */
 }
 
+/*
+ * sl_gcra_next when T is a whole number of ns (q == 1, so fbits == 0 and
+ * the word is the TAT itself): the same values in 64 bits, no 128-bit
+ * product.  tau < 2^62 (gcra_layout), so a product past it denies before
+ * the sum, which then cannot wrap (ahead < 2^62 as well).
+ */
+static inline int sl_gcra_next_whole(const struct sl_lim *lim, uint64_t c, uint64_t now,
+                                     uint64_t cost, uint64_t *nw)
+{
+    uint64_t ahead = (c - now) & lim->amask, tau = (uint64_t)lim->tau, need, w;
+
+    if (c == 0 || (ahead >> (lim->abits - 1)) != 0)
+        ahead = 0; /* TAT at or before now: as gcra_gap */
+    if (__builtin_mul_overflow(cost, lim->p, &need) || need > tau || ahead + need > tau)
+        return SL_NO;
+    w = (now + ahead + need) & lim->amask;
+    *nw = w != 0 ? w : 1; /* as gcra_word */
+    return SL_OK;
+}
+
 /* c (not frozen) charged cost at now: SL_OK with the next word in *nw,
  * or SL_NO (nothing to write). */
 static inline int sl_gcra_next(const struct sl_lim *lim, uint64_t c, uint64_t now, uint64_t cost,
                                uint64_t *nw)
 {
+    if (lim->q == 1)
+        return sl_gcra_next_whole(lim, c, now, cost, nw);
     sl_u128 gap = gcra_gap(lim, c, now) + (sl_u128)cost * lim->p;
 
     if (gap > lim->tau)
