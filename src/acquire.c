@@ -131,7 +131,7 @@ sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t l
                 uint64_t cost, uint64_t now)
 {
     uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS]; /* written before read */
-    uint64_t h = sl_hash(&l->hkey, key, len);
+    uint64_t h = sl_hash_inline(&l->hkey, key, len);
     struct sl_entry *e = sl_table_find(sl_shard_of(l, h), h, key, len);
     const struct sl_policy *pol;
     uint64_t lastw, at;

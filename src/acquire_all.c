@@ -182,7 +182,7 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
         k[i].l = l;
         k[i].key = keys[i].key;
         k[i].len = keys[i].len;
-        k[i].h = sl_hash(&l->hkey, keys[i].key, keys[i].len);
+        k[i].h = sl_hash_inline(&l->hkey, keys[i].key, keys[i].len);
         k[i].s = sl_shard_of(l, k[i].h);
         for (size_t m = 0; m < i; m++)
             if (k[m].l == l && k[m].h == k[i].h)

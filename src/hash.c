@@ -10,31 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-static const uint64_t sl_p0 = UINT64_C(0xa0761d6478bd642f);
-static const uint64_t sl_p1 = UINT64_C(0xe7037ed1a0b428db);
-static const uint64_t sl_p2 = UINT64_C(0x8ebc6af09c88c6e3);
-
-static inline uint64_t sl_mum(uint64_t a, uint64_t b)
-{
-    sl_u128 r = (sl_u128)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t sl_r64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t sl_r32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
+#include "hash.h"
 
 void sl_hkey_set(struct sl_hkey *k, uint64_t k0, uint64_t k1)
 {
@@ -52,11 +28,9 @@ uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len)
     uint64_t a, b;
 
     if (len <= 16) {
-        if (len >= 4) {
-            size_t mid = (len >> 3) << 2;
-            a = (sl_r32(p) << 32) | sl_r32(p + mid);
-            b = (sl_r32(p + len - 4) << 32) | sl_r32(p + len - 4 - mid);
-        } else if (len > 0) {
+        if (len >= 4)
+            return sl_hash_4_16(k, p, len);
+        if (len > 0) {
             a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) | p[len - 1];
             b = 0;
         } else {

@@ -10,6 +10,7 @@
 #include "algo_fixed.h"
 #include "algo_gcra.h"
 #include "charge.h"
+#include "hash.h"
 #include "table.h"
 
 /* Charges of a lean path that must not stand, limits 0..n-1 of e: taken
