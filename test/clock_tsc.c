@@ -47,6 +47,15 @@ int main(void)
     for (int i = 0; i < 10; i++)
         allowed += sluice_acquire(l, "k", 1, 1, NULL) == SLUICE_ALLOW;
     CHECK(allowed >= 5 && allowed <= 6);
+    /* sluice_acquire stamps its charge on the limiter's clock, as
+     * sluice_now reads it: one unit spent on a fresh key is one unit of
+     * the burst when peeked at that clock's now (a charge stamped
+     * on another scale, the raw counter say, would read as far ahead) */
+    struct sluice_result r;
+    CHECK_EQ(sluice_acquire(l, "fresh", 5, 1, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_peek_at(l, "fresh", 5, 1, sluice_now(l), &r), SLUICE_ALLOW);
+    CHECK_EQ(r.remaining, 3); /* the peek's own unit counted, as a charge's would be */
+    CHECK(r.reset_after_ns > NS_PER_S / 5 && r.reset_after_ns <= 2 * NS_PER_S / 5 + 1000000);
     sluice_destroy(l);
 
     cfg.clock = (enum sluice_clock)(SLUICE_CLOCK_TSC + 1);
