@@ -63,17 +63,22 @@ SL_LEAN_INLINE int sl_lean_all_denied(const struct sl_lean_key *k, size_t n)
 
 /* Every key present under the policy in force, found by one probe each,
  * the slot lines and then the entries fetched together first so that
- * their misses overlap (sl_resolve_present), each decidable now with no
+ * their misses overlap (sl_resolve_present: there, a probe to prefetch the
+ * entry and a lookup; here one probe, halved), each decidable now with no
  * floor to raise (sl_target_present, sl_floor_ahead). */
 SL_LEAN_INLINE bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_t cost,
-                                        uint64_t now)
+                                        uint64_t now, bool *gcra)
 {
+    struct sl_probe_at probe[SL_LEAN_KEYS];
+
     for (size_t i = 0; i < n; i++)
-        sl_table_prefetch(k[i].s, k[i].h);
-    for (size_t i = 0; i < n; i++)
-        sl_table_prefetch_entry(k[i].s, k[i].h);
+        sl_table_prefetch_home(k[i].s, k[i].h);
     for (size_t i = 0; i < n; i++) {
-        struct sl_entry *e = sl_table_find(k[i].s, k[i].h, k[i].key, k[i].len);
+        sl_table_probe_start(k[i].s, k[i].h, &probe[i]);
+        __builtin_prefetch(sl_table_probe_candidate(&probe[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct sl_entry *e = sl_table_probe_end(&probe[i], k[i].key, k[i].len);
         uint64_t lastw;
         if (e == NULL)
             return false;
@@ -86,8 +91,43 @@ SL_LEAN_INLINE bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_
         if (!sl_lean_floor_near(lastw, k[i].at))
             return false;
         k[i].charged = 0;
+        *gcra = *gcra && k[i].pol->gcra_alone;
     }
     return true;
+}
+
+/* Limit j of key i checked, or charged once every check passed; gcra
+ * (a constant at each call): one GCRA limit per key, its step and charge
+ * inline (lean.h's choices, with the branches taken already). */
+SL_LEAN_INLINE int sl_lean_all_check(struct sl_lean_key *k, size_t i, unsigned j, uint64_t cost,
+                                     bool gcra)
+{
+    const struct sl_lim *lim = &k[i].pol->lim[j];
+    sl_aword *w = k[i].e->w + lim->off;
+
+    if (!gcra)
+        return sl_lean_check(lim, w, k[i].at, cost, &k[i].seen[j], &k[i].next[j],
+                             k[i].receipt[j]);
+    k[i].seen[j] = sl_load_acq(w); /* acquire: as sl_lean_check's */
+    return sl_gcra_step(lim, k[i].seen[j], k[i].at, cost, &k[i].next[j], k[i].receipt[j]);
+}
+
+SL_LEAN_INLINE int sl_lean_all_charge(struct sl_lean_key *k, size_t i, unsigned j, uint64_t cost,
+                                      bool gcra)
+{
+    const struct sl_lim *lim = &k[i].pol->lim[j];
+    sl_aword *w = k[i].e->w + lim->off;
+
+    if (i == 0 && j == 0)
+        return gcra ? sl_gcra_charge(lim, w, k[0].at, cost, k[0].receipt[0])
+                    : sl_lean_charge_first(lim, w, k[0].at, cost, k[0].receipt[0]);
+    if (!gcra)
+        return sl_lean_charge_checked(lim, w, k[i].at, cost, k[i].seen[j], k[i].next[j],
+                                      k[i].receipt[j]);
+    uint64_t seen = k[i].seen[j];
+    return sl_cas_acqrel(w, &seen, k[i].next[j])
+               ? SL_OK
+               : sl_gcra_charge(lim, w, k[i].at, cost, k[i].receipt[j]);
 }
 
 /*
@@ -95,18 +135,16 @@ SL_LEAN_INLINE bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_
  * read-only but key 0's first, which its charge decides (sl_verdict_but);
  * then every limit charged in order, all or nothing; the call's count on
  * each key; the tests after the charges; each key's time committed.
- * SL_OK or SL_NO, or -EAGAIN with no charge standing.
+ * SL_OK or SL_NO, or -EAGAIN with no charge standing.  gcra as above.
  */
 SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t cost,
-                                      uint64_t now)
+                                      uint64_t now, bool gcra)
 {
     int verdict = SL_OK, rc;
 
     for (size_t i = 0; i < n; i++)
-        for (unsigned j = i == 0; j < k[i].pol->nlimits; j++) {
-            const struct sl_lim *lim = &k[i].pol->lim[j];
-            rc = sl_lean_check(lim, k[i].e->w + lim->off, k[i].at, cost, &k[i].seen[j],
-                               &k[i].next[j], k[i].receipt[j]);
+        for (unsigned j = i == 0; j < (gcra ? 1u : k[i].pol->nlimits); j++) {
+            rc = sl_lean_all_check(k, i, j, cost, gcra);
             if (rc == SL_FROZEN)
                 return -EAGAIN;
             if (rc == SL_NO)
@@ -115,17 +153,12 @@ SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t 
     if (verdict == SL_NO)
         return sl_lean_all_denied(k, n);
     for (size_t i = 0; i < n; i++)
-        for (unsigned j = 0; j < k[i].pol->nlimits; j++) {
-            const struct sl_lim *lim = &k[i].pol->lim[j];
-            sl_aword *w = k[i].e->w + lim->off;
-            if (i == 0 && j == 0) {
-                rc = sl_lean_charge_first(lim, w, k[0].at, cost, k[0].receipt[0]);
-                if (rc != SL_OK) /* nothing charged yet */
-                    return rc == SL_NO ? sl_lean_all_denied(k, n) : -EAGAIN;
-            } else if (sl_lean_charge_checked(lim, w, k[i].at, cost, k[i].seen[j], k[i].next[j],
-                                              k[i].receipt[j]) != SL_OK) {
+        for (unsigned j = 0; j < (gcra ? 1u : k[i].pol->nlimits); j++) {
+            rc = sl_lean_all_charge(k, i, j, cost, gcra);
+            if (rc != SL_OK && i == 0 && j == 0) /* nothing charged yet */
+                return rc == SL_NO ? sl_lean_all_denied(k, n) : -EAGAIN;
+            if (rc != SL_OK)
                 return sl_lean_all_back(k, n, cost, now, false); /* frozen, or a lost race */
-            }
             k[i].charged = j + 1;
         }
     /* sl_charge_all's tests, counted on every key first: charged under a
@@ -191,7 +224,12 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
     if ((t = sl_thread_get()) == NULL)
         return -ENOMEM;
     sl_epoch_begin(t);
-    rc = sl_lean_all_present(k, n, cost, now) ? sl_lean_all_decide(k, n, cost, now) : -EAGAIN;
+    bool gcra = true;
+    if (!sl_lean_all_present(k, n, cost, now, &gcra))
+        rc = -EAGAIN;
+    else
+        rc = gcra ? sl_lean_all_decide(k, n, cost, now, true)
+                  : sl_lean_all_decide(k, n, cost, now, false);
     sl_epoch_end_hot(t); /* it retired nothing */
     if (rc == -EAGAIN)
         return sl_acquire_all_general(keys, n, cost, now, NULL);

@@ -61,6 +61,57 @@ static inline bool sl_key_equal(const struct sl_entry *e, const void *key, size_
     return len == 0 || memcmp(a, b, len) == 0;
 }
 
+/*
+ * A lookup in two halves, so that a call on several keys overlaps their
+ * misses with one probe each (acquire_all.c): sl_table_probe_start walks
+ * from h's home to the first slot that may hold the key (its entry can be
+ * prefetched then) or to the empty slot that ends the probe;
+ * sl_table_probe_end compares keys from there on.  sl_table_find is the
+ * two in a row.
+ */
+struct sl_probe_at {
+    struct sl_slots *t;
+    uint64_t tag, i, v;         /* the slot reached and the value read there */
+};
+
+/* From slot p->i on, the first that may hold the key, or the empty slot. */
+static inline __attribute__((always_inline)) void sl_table_probe_walk(struct sl_probe_at *p)
+{
+    while ((p->v = sl_load_acq(&p->t->slot[p->i])) != SL_EMPTY && !sl_slot_may_hold(p->v, p->tag))
+        p->i = (p->i + 1) & p->t->mask;
+}
+
+static inline __attribute__((always_inline)) void
+sl_table_probe_start(struct sl_shard *s, uint64_t h, struct sl_probe_at *p)
+{
+    /* acquire: the array's contents, and through its slots the entries,
+     * were published before the pointer (and each slot) was stored */
+    p->t = atomic_load_explicit(&s->slots, memory_order_acquire);
+    p->tag = sl_tag_of(h);
+    p->i = h & p->t->mask;
+    sl_table_probe_walk(p);
+}
+
+/* The candidate's entry, or NULL where the probe already ended. */
+static inline struct sl_entry *sl_table_probe_candidate(const struct sl_probe_at *p)
+{
+    return p->v != SL_EMPTY ? sl_slot_entry(p->v) : NULL;
+}
+
+static inline __attribute__((always_inline)) struct sl_entry *
+sl_table_probe_end(struct sl_probe_at *p, const void *key, size_t len)
+{
+    while (p->v != SL_EMPTY) { /* a slot that may hold the key */
+        struct sl_entry *e = sl_slot_entry(p->v);
+        SL_TSAN_ACQUIRE(e);
+        if (sl_key_equal(e, key, len))
+            return e;
+        p->i = (p->i + 1) & p->t->mask;
+        sl_table_probe_walk(p);
+    }
+    return NULL;
+}
+
 /* always inline: a call and its frame were a tenth of a hot decision */
 static inline __attribute__((always_inline)) struct sl_entry *
 sl_table_find(struct sl_shard *s, uint64_t h, const void *key, size_t len)
@@ -80,6 +131,14 @@ sl_table_find(struct sl_shard *s, uint64_t h, const void *key, size_t len)
         i = (i + 1) & t->mask;
     }
     return NULL;
+}
+
+/* Start loading the slot line a lookup of h reads first. */
+static inline void sl_table_prefetch_home(struct sl_shard *s, uint64_t h)
+{
+    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
+
+    __builtin_prefetch(&t->slot[h & t->mask]);
 }
 
 #endif
