@@ -298,7 +298,9 @@ void sl_table_after_fork(struct sluice *l);
 /* Inline: every decision on a private limiter starts here. */
 static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
 {
-    return &l->shards[l->shard_shift == 64 ? 0 : h >> l->shard_shift];
+    /* shard_shift is 1..64 (64: one shard): shifting by 1 and then the rest
+     * never shifts by 64, which C leaves undefined, and needs no branch */
+    return &l->shards[(h >> 1) >> (l->shard_shift - 1)];
 }
 /* Lock-free lookup; call inside an epoch section. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);

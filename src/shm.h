@@ -271,7 +271,9 @@ static inline unsigned char *sl_shm_key(const struct sl_shm *m, struct sl_entry 
 
 static inline struct sl_shm_shard *sl_shm_shard(struct sl_shm *m, uint64_t h)
 {
-    return &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
+    /* shard_shift is 1..64 (64: one shard): shifting by 1 and then the rest
+     * never shifts by 64, which C leaves undefined, and needs no branch */
+    return &m->shards[(h >> 1) >> (m->shard_shift - 1)];
 }
 
 static inline sl_aword *sl_shm_array(struct sl_shm *m, struct sl_shm_shard *s, uint64_t which)
