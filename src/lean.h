@@ -65,8 +65,10 @@ static inline __attribute__((always_inline)) int
 sl_lean_check(const struct sl_lim *lim, sl_aword *w, uint64_t at, uint64_t cost, uint64_t *seen,
               uint64_t *next, uint64_t *receipt)
 {
-    if (lim->ops->step == NULL)
+    if (lim->ops->step == NULL) {
+        *seen = *next = 0; /* never read (no step to charge by): said for the compiler */
         return lim->ops->report(lim, w, at, cost, NULL);
+    }
     /* acquire, as the charge's own load: the CAS below may store *next */
     *seen = sl_load_acq(w);
     if (lim->ops == &sl_algo_gcra)
