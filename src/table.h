@@ -66,8 +66,8 @@ static inline bool sl_key_equal(const struct sl_entry *e, const void *key, size_
  * misses with one probe each (acquire_all.c): sl_table_probe_start walks
  * from h's home to the first slot that may hold the key (its entry can be
  * prefetched then) or to the empty slot that ends the probe;
- * sl_table_probe_end compares keys from there on.  sl_table_find is the
- * two in a row.
+ * sl_table_probe_end compares keys from there on; sl_table_find, the
+ * two in a row, is every lookup.
  */
 struct sl_probe_at {
     struct sl_slots *t;
@@ -116,21 +116,10 @@ sl_table_probe_end(struct sl_probe_at *p, const void *key, size_t len)
 static inline __attribute__((always_inline)) struct sl_entry *
 sl_table_find(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
-    /* acquire: the array's contents, and through its slots the entries,
-     * were published before the pointer (and each slot) was stored */
-    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
-    uint64_t tag = sl_tag_of(h), i = h & t->mask, v;
+    struct sl_probe_at p;
 
-    while ((v = sl_load_acq(&t->slot[i])) != SL_EMPTY) {
-        if (sl_slot_may_hold(v, tag)) {
-            struct sl_entry *e = sl_slot_entry(v);
-            SL_TSAN_ACQUIRE(e);
-            if (sl_key_equal(e, key, len))
-                return e;
-        }
-        i = (i + 1) & t->mask;
-    }
-    return NULL;
+    sl_table_probe_start(s, h, &p);
+    return sl_table_probe_end(&p, key, len);
 }
 
 /* Start loading the slot line a lookup of h reads first. */
