@@ -440,12 +440,15 @@ SLUICE_API int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, 
 
 /*
  * What sluice_acquire_at() would decide, changing no state at all (no key is
- * created, no statistic counted).  Same return values, and res the same,
- * except for a key not yet tracked while the limiter is at max_keys: an
- * acquire would first try to reap room, a peek answers as if it found some
- * and sets SLUICE_F_AT_MAX_KEYS; and for the sliding window's ring slots
- * read past their range (SLUICE_SLIDING_WINDOW), which an admission's
- * numbers can count and a peek's do not.
+ * created, no statistic counted; a key whose policy changed since its last
+ * decision is answered as moved to it, its state carried, and is not moved,
+ * unless its old policy has a SLUICE_SLIDING_LOG limit: such a key is moved,
+ * as the acquire would move it first, nothing charged).  Same return
+ * values, and res the same, except for a key not yet tracked while the
+ * limiter is at max_keys: an acquire would first try to reap room, a peek
+ * answers as if it found some and sets SLUICE_F_AT_MAX_KEYS; and for the
+ * sliding window's ring slots read past their range (SLUICE_SLIDING_WINDOW),
+ * which an admission's numbers can count and a peek's do not.
  */
 SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost,
                               uint64_t now_ns, struct sluice_result *res);

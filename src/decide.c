@@ -196,6 +196,7 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
      * own charge taken back included): it would hold a place under
      * max_keys for nothing. */
     for (size_t i = 0; i < n; i++) {
+        sl_entry_view_free(&g[i]);
         if (g[i].pinned == NULL)
             continue;
         if ((rc < 0 || rc == SL_NO) && sl_target_take_back(&g[i])) {
@@ -237,6 +238,11 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
     if (t == NULL)
         return -ENOMEM;
     m = sl_unique_keys(keys, n, g, orig);
+    /* A peek changes nothing, a key whose policy changed included; the
+     * read-only first pass of an acquire_all migrates as its charges would
+     * (and a cost-0 acquire, as acquires do) */
+    for (size_t i = 0; i < m; i++)
+        g[i].peek = !charge;
     for (unsigned round = 0;; round++) {
         sl_epoch_begin(t);
         if (shared)

@@ -214,6 +214,51 @@ unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
     return carried;
 }
 
+int sl_entry_view(struct sl_target *g, struct sl_entry *e, const struct sl_policy *from,
+                  struct sl_policy *to, const struct sl_policy *cur, uint64_t now)
+{
+    size_t words = (size_t)from->nwords + to->nwords;
+    sl_aword *old, *moved;
+    uint64_t lastw;
+
+    for (unsigned j = 0; j < from->nlimits; j++)
+        if (from->lim[j].def.algo == SLUICE_SLIDING_LOG)
+            return -EAGAIN;
+    if (g->view_words < words) {
+        sl_entry_view_free(g);
+        if ((g->view = sl_alloc(NULL, words * sizeof(sl_aword))) == NULL)
+            return -ENOMEM;
+        g->view_words = words;
+    }
+    old = g->view;
+    moved = g->view + from->nwords;
+    /* the time first: a charge that lands after it commits a later one,
+     * and the copy then holds that charge too (read at an earlier time:
+     * more spent, never less) */
+    lastw = sl_load_acq(&e->last_ns);
+    for (unsigned k = 0; k < from->nwords; k++)
+        sl_store_rlx(&old[k], sl_load_acq(&e->w[k]));
+    for (unsigned j = 0; j < from->nlimits; j++)
+        if (sl_load_rlx(&old[from->lim[j].off]) & SL_DEAD)
+            return -EBUSY;
+    if (lastw == SL_LAST_SEALED)
+        return -EBUSY;
+    for (unsigned k = 0; k < to->nwords; k++)
+        sl_store_rlx(&moved[k], 0);
+    (void)sl_policy_carry(from, old, to, moved, cur, lastw != 0 ? lastw - 1 : now);
+    sl_target_use_at(g, NULL, to, now, sl_decide_time(lastw, to, now));
+    g->w = moved;
+    return 0;
+}
+
+void sl_entry_view_free(struct sl_target *g)
+{
+    if (g->view != NULL)
+        sl_free(NULL, g->view, g->view_words * sizeof(sl_aword));
+    g->view = NULL;
+    g->view_words = 0;
+}
+
 /*
  * Freeze limit by limit, each from a value that is fresh at `now`, by CAS:
  * a charge landing first makes the CAS fail.  On any failure the limits

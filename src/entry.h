@@ -347,6 +347,21 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
 /* How the replacement of a frozen entry starts: fresh (a reset), with the
  * state carried (a policy change, an override), or fresh if the key is
  * still idle beyond its range once frozen, else carried (sl_idle_beyond). */
+/*
+ * A peek at a key whose policy changed (from, the entry's, to the one in
+ * force, to; cur the default in force): g decided on what the migration an
+ * acquire makes first (SL_MOVE_CARRY) would carry, without that migration,
+ * so that the peek changes nothing: the entry's words copied, carried into
+ * words of g's own (g->view) and read at the key's latest admission, as
+ * the replacement would be.  0; -EBUSY if the entry is frozen (a writer
+ * is moving it: wait, look again); -EAGAIN if it has a sliding log, whose
+ * words only its lock reads whole (the caller migrates it, as an acquire
+ * would); -ENOMEM.
+ */
+struct sl_target;
+int sl_entry_view(struct sl_target *g, struct sl_entry *e, const struct sl_policy *from,
+                  struct sl_policy *to, const struct sl_policy *cur, uint64_t now);
+void sl_entry_view_free(struct sl_target *g);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
 /* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
  * its state words as `how` says and its last_ns; cur: the default in force

@@ -159,6 +159,10 @@ struct sl_target {
     struct sl_entry *pinned;    /* the entry this decision inserted (see sl_entry.pinned) */
     struct sl_limbo *takeback;  /* while pinned, a private limiter's: retires it if
                                    the decision fails (resolve.c, sl_target_insert) */
+    bool peek;                  /* sluice_peek_at's: decided on a view, never migrated */
+    sl_aword *view;             /* a peek's copy of a key's state, carried to a
+                                   changed policy (sl_entry_view); freed by sl_decide */
+    size_t view_words;
     uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
 };
 
@@ -175,6 +179,9 @@ static inline void sl_target_init(struct sl_target *g, struct sluice *l, const v
     g->charged = 0;
     g->behind = 0;
     g->pinned = NULL;
+    g->peek = false;
+    g->view = NULL;
+    g->view_words = 0;
     g->l = l;
     g->key = key;
     g->len = len;

@@ -85,6 +85,15 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
                 g->flags |= SLUICE_F_AT_MAX_KEYS;
             sl_target_use_absent(g, want, now, sl_load_rlx(&g->l->reap_floor));
             return 0;
+        } else if (e != NULL && g->peek &&
+                   (rc = sl_entry_view(g, e, e->pol, want,
+                                       atomic_load_explicit(&g->l->policy, memory_order_acquire),
+                                       now)) != -EAGAIN) {
+            /* a peek: its policy changed, read as migrated, nothing changed */
+            if (rc != -EBUSY)
+                return rc;
+            sl_target_wait(g); /* frozen: a writer is moving it; look again */
+            rc = -EAGAIN;
         } else if (e != NULL) /* its policy changed: migrate, then look again */
             rc = sl_entry_replace(t, g, e, want, SL_MOVE_CARRY, now);
         else if ((rc = sl_target_insert(t, g, want, now)) == 0)

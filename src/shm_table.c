@@ -518,7 +518,15 @@ int sl_shm_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint
             return 0;
         } else if (e != NULL && pol == NULL)
             rc = -EAGAIN; /* migrated meanwhile (its generation is gone): look again */
-        else if (e != NULL)
+        else if (e != NULL && g->peek &&
+                 (rc = sl_entry_view(g, e, pol, cur, cur, now)) != -EAGAIN) {
+            /* a peek: its policy changed, read as migrated, nothing changed */
+            if (rc != -EBUSY)
+                return rc;
+            uint64_t v;
+            sl_shm_wait(g, NULL, &v); /* frozen: a writer is moving it; look again */
+            rc = -EAGAIN;
+        } else if (e != NULL)
             rc = sl_shm_replace(g, e, pol, cur, SL_MOVE_CARRY, now);
         else if ((rc = sl_shm_insert(g, cur, now)) == 0)
             return 0;

@@ -339,11 +339,78 @@ static void test_batch(void)
     sluice_destroy(l);
 }
 
+/*
+ * A peek at a key whose policy changed since its last decision: it answers
+ * as an acquire would after migrating the key (the same remaining, waits
+ * and verdict the acquire then reports), and writes nothing (the reviewer
+ * of 2026-12-01 found a peek migrating the key, which changed what a later
+ * reap removed).  Every algorithm but the sliding log, whose words only its
+ * lock reads whole (a peek still migrates such a key, as an acquire would).
+ */
+static void peek_after_change(const char *name, struct sluice_limit before,
+                              struct sluice_limit after, bool shared)
+{
+    const uint64_t t0 = 1000 * NS_PER_S;
+    struct sluice_policy pb = one(before), pa = one(after);
+    struct sluice_config cfg;
+    struct sluice_result peek, got;
+    struct snapshot s = {.n = 0};
+    char path[128], what[96];
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    cfg.policy = pb;
+    if (shared) {
+        t_shm_path(path, sizeof(path), "footprint");
+        l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE);
+    } else {
+        l = t_create(&cfg);
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sluice_acquire_at(l, "alpha", 5, 1, t0 + (uint64_t)i, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_set_policy(l, &pa), 0);
+    if (!shared)
+        snap_limiter(&s, l);
+    CHECK_EQ(sluice_peek_at(l, "alpha", 5, 1, t0 + 10, &peek), SLUICE_ALLOW);
+    CHECK_EQ(sluice_peek_at(l, "alpha", 5, 1, t0 + 10, &got), SLUICE_ALLOW);
+    CHECK_U64(got.remaining, peek.remaining); /* a second peek the same: nothing moved */
+    if (!shared) {
+        snprintf(what, sizeof(what), "peek after set_policy (%s)", name);
+        check_writes(what, &s, NULL, 0, NULL, 0);
+    }
+    CHECK_EQ(sluice_acquire_at(l, "alpha", 5, 1, t0 + 10, &got), SLUICE_ALLOW);
+    CHECK_U64(got.remaining, peek.remaining);
+    CHECK_U64(got.reset_after_ns, peek.reset_after_ns);
+    CHECK_U64(got.limit, peek.limit);
+    sluice_destroy(l);
+    if (shared)
+        (void)sluice_unlink_shared(path);
+}
+
+static void test_peek_after_policy_change(void)
+{
+    for (int shared = 0; shared < 2; shared++) {
+        peek_after_change("GCRA 10/s to 20/s", t_limit(SLUICE_GCRA, 10, NS_PER_S, 0, 0),
+                          t_limit(SLUICE_GCRA, 20, NS_PER_S, 0, 0), shared);
+        peek_after_change("fixed 10/min to 7/min",
+                          t_limit(SLUICE_FIXED_WINDOW, 10, 60 * NS_PER_S, 0, 0),
+                          t_limit(SLUICE_FIXED_WINDOW, 7, 60 * NS_PER_S, 0, 0), shared);
+        peek_after_change("approx 10/s to 30/s", t_limit(SLUICE_APPROX_SLIDING, 10, NS_PER_S, 0, 0),
+                          t_limit(SLUICE_APPROX_SLIDING, 30, NS_PER_S, 0, 0), shared);
+        peek_after_change("sliding 10/min to 5/min",
+                          t_limit(SLUICE_SLIDING_WINDOW, 10, 60 * NS_PER_S, 0, NS_PER_S),
+                          t_limit(SLUICE_SLIDING_WINDOW, 5, 60 * NS_PER_S, 0, NS_PER_S), shared);
+        peek_after_change("GCRA to fixed", t_limit(SLUICE_GCRA, 10, NS_PER_S, 0, 0),
+                          t_limit(SLUICE_FIXED_WINDOW, 10, NS_PER_S, 0, 0), shared);
+    }
+}
+
 int main(void)
 {
     test_single_limits();
     test_stacked();
     test_acquire_all();
     test_batch();
+    test_peek_after_policy_change();
     return t_done("footprint");
 }

@@ -32,7 +32,17 @@ static inline int lc_kept_since(const struct lc_world *w, const struct lc_state 
     return 0;
 }
 
-/* Lazy migration, as the library does it on a key's next call: each limit
+/* The key's layout has a sliding log (a peek migrates only such keys). */
+static inline int lc_has_log(const struct lc_world *w, const struct lc_key *k)
+{
+    for (unsigned j = 0; k->pol >= 0 && j < w->pol[k->pol].nlimits; j++)
+        if (w->pol[k->pol].limits[j].algo == SLUICE_SLIDING_LOG)
+            return 1;
+    return 0;
+}
+
+/* Lazy migration, as the library does it on a key's next call (a peek:
+ * only a key with a sliding log; see lc_step): each limit
  * of `to` keeps the state of every limit of the same algorithm and period
  * in the key's layout (the most spent of them, lc_lim_merge); the others
  * start fresh.  From an older default, only a limit whose kind every
@@ -239,6 +249,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
                           unsigned branch, int relaxed)
 {
     int keys[4], n = 0, want, rc;
+    struct lc_key peeked[4]; /* a peek's keys as they were */
     unsigned pairs = 0;
 
     if (branch > 0 && op->kind != LC_REAP && op->kind != LC_RESOLVE && op->kind != LC_REAPKEY &&
@@ -292,7 +303,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
             if (k->pol < 0)
                 lc_layout(w, s, op->key, want); /* fresh in any layout */
         }
-        if (k->exists != 0 && k->pol >= 0)
+        if (k->exists != 0 && k->pol >= 0 && (op->pid != LC_PEEK || lc_has_log(w, k)))
             lc_migrate(w, s, op->key, want, k->ovr < 0);
         return branch == 1;
     }
@@ -390,6 +401,7 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
     for (int i = 0; i < n; i++) {
         struct lc_key *k = &s->k[keys[i]];
         want = lc_want(w, s, keys[i]);
+        peeked[i] = *k;
         if (k->exists == 0 && k->pol < 0)
             lc_layout(w, s, keys[i], want); /* never created: fresh in any layout */
         else
@@ -402,6 +414,12 @@ static inline int lc_step(const struct lc_world *w, struct lc_state *s, const st
         if (!lc_key_fits(w, &s->k[keys[i]], op->now, op->cost))
             rc = SLUICE_DENY;
     lc_model_rc = rc;
+    /* a peek changes nothing: it decided on the keys as migrated, and they
+     * stay as they were; but a key with a sliding log, which a peek
+     * migrates as an acquire would (sl_entry_view) */
+    for (int i = 0; op->kind == LC_PEEK && i < n; i++)
+        if (!lc_has_log(w, &peeked[i]))
+            s->k[keys[i]] = peeked[i];
     if (branch == 1) /* a transient denial: another call's reservation seen */
         return op->transient_ok && rc == SLUICE_ALLOW && op->rc == SLUICE_DENY;
     for (int i = 0; op->kind != LC_PEEK && (rc == SLUICE_ALLOW || branch >= 2) && i < n; i++)
