@@ -144,23 +144,23 @@ sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t l
     if (cost == 0 || !sl_present_decidable(l, pol, lastw, cost, now))
         return -EAGAIN;
     at = sl_decide_time(lastw, pol, now);
-    if (!sl_lean_floor_near(lastw, at))
+    if (!sl_floor_near_word(lastw, at))
         return -EAGAIN; /* a floor to raise first: sl_floor_ahead's */
     rc = sl_lean_charge(l, key, len, e, pol, cost, now, at, receipt);
     if (rc == SL_NO) {
-        if (sl_lean_stale(l, pol))
+        if (sl_policy_stale_private(l, pol))
             return -EAGAIN; /* read under limits replaced since: sl_any_stale */
-        sl_lean_stat(l, t, false);
+        sl_stat_add_private(l, t, false);
         return SLUICE_DENY;
     }
     if (rc != SL_OK)
         return -EAGAIN;
     /* sl_charge_all's tests after the charges, then its commit */
-    if (!sl_floor_kept(e, at) || sl_lean_stale(l, pol) || !sl_last_commit(&e->last_ns, at)) {
+    if (!sl_floor_kept(e, at) || sl_policy_stale_private(l, pol) || !sl_last_commit(&e->last_ns, at)) {
         sl_lean_take_back(l, key, len, e, now, at, cost, receipt, pol->nlimits);
         return -EAGAIN;
     }
-    sl_lean_stat(l, t, true);
+    sl_stat_add_private(l, t, true);
     return SLUICE_ALLOW;
 }
 

@@ -56,7 +56,7 @@ static __attribute__((noinline)) int sl_lean_all_back(struct sl_lean_key *k, siz
 SL_LEAN_INLINE int sl_lean_all_denied(const struct sl_lean_key *k, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (sl_lean_stale(k[i].l, k[i].pol))
+        if (sl_policy_stale_private(k[i].l, k[i].pol))
             return -EAGAIN;
     return SL_NO;
 }
@@ -88,7 +88,7 @@ SL_LEAN_INLINE bool sl_lean_all_present(struct sl_lean_key *k, size_t n, uint64_
         if (!sl_present_decidable(k[i].l, k[i].pol, lastw, cost, now))
             return false;
         k[i].at = sl_decide_time(lastw, k[i].pol, now);
-        if (!sl_lean_floor_near(lastw, k[i].at))
+        if (!sl_floor_near_word(lastw, k[i].at))
             return false;
         k[i].charged = 0;
         *gcra = *gcra && k[i].pol->gcra_alone;
@@ -167,7 +167,7 @@ SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t 
      * others keep theirs) */
     sl_lean_count(k, n, 1);
     for (size_t i = 0; i < n; i++)
-        if (!sl_floor_kept(k[i].e, k[i].at) || sl_lean_stale(k[i].l, k[i].pol) ||
+        if (!sl_floor_kept(k[i].e, k[i].at) || sl_policy_stale_private(k[i].l, k[i].pol) ||
             (sl_load_acq(&k[i].e->w[0]) & SL_DEAD))
             return sl_lean_all_back(k, n, cost, now, true);
     for (size_t i = 0; i < n; i++) {
@@ -189,7 +189,7 @@ SL_LEAN_INLINE void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_k
         for (size_t m = 0; m < i && !seen; m++)
             seen = k[m].l == k[i].l;
         if (!seen)
-            sl_lean_stat(k[i].l, t, allowed);
+            sl_stat_add_private(k[i].l, t, allowed);
     }
 }
 

@@ -46,13 +46,17 @@ int sl_decide_once(struct sl_target *g, size_t n, uint64_t cost, bool charge,
  */
 void sl_floor_raise(struct sl_target *g, uint64_t cost);
 
-/* A charge of e at `at` needs no floor raised first: e has an admission,
- * and at is not far past it. */
+/* A charge at `at` of an entry whose last_ns reads lastw needs no floor
+ * raised first: it has an admission, and at is not far past it. */
+static inline bool sl_floor_near_word(uint64_t lastw, uint64_t at)
+{
+    return lastw != 0 && lastw != SL_LAST_SEALED &&
+           (int64_t)(at - (lastw - 1)) <= 2 * (int64_t)SL_TIME_SLACK;
+}
+
 static inline bool sl_floor_near(struct sl_entry *e, uint64_t at)
 {
-    uint64_t last;
-
-    return sl_entry_last(e, &last) && (int64_t)(at - last) <= 2 * (int64_t)SL_TIME_SLACK;
+    return sl_floor_near_word(sl_load_rlx(&e->last_ns), at);
 }
 
 /* Inline: a hot key passes the first test on every call. */

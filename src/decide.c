@@ -196,7 +196,8 @@ static int sl_decide(struct sl_thread *t, struct sl_target *g, size_t n, uint64_
      * own charge taken back included): it would hold a place under
      * max_keys for nothing. */
     for (size_t i = 0; i < n; i++) {
-        sl_entry_view_free(&g[i]);
+        if (g[i].view != NULL)
+            sl_entry_view_free(&g[i]);
         if (g[i].pinned == NULL)
             continue;
         if ((rc < 0 || rc == SL_NO) && sl_target_take_back(&g[i])) {

@@ -244,12 +244,19 @@ static inline bool sl_target_use_present(struct sl_target *g, struct sl_entry *e
 /* pol is a default policy that set_policy has replaced since it was read:
  * an entry made under it now would be decided under a policy no longer in
  * force (checked under the shard lock, which admin calls also take). */
+static inline bool sl_policy_stale_private(struct sluice *l, const struct sl_policy *pol)
+{
+    SL_ASSERT(l->shm_gen == NULL);
+    /* acquire: pairs with the release that publishes a new policy */
+    return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
+}
+
 static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol)
 {
     /* acquire: pairs with the release that publishes a new generation */
     if (l->shm_gen != NULL)
         return !pol->is_override && pol->shm_ref != sl_load_acq(l->shm_gen);
-    return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
+    return sl_policy_stale_private(l, pol);
 }
 /* Replace g's entry by one laid out for `to` (its state as `how` says),
  * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
@@ -307,11 +314,13 @@ static inline bool sl_present_decidable(struct sluice *l, const struct sl_policy
  */
 void sl_stat_add_shared(struct sluice *l, const struct sl_thread *t, bool allowed);
 
-static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+/* A private limiter's count (the lean paths know it is private). */
+static inline void sl_stat_add_private(struct sluice *l, const struct sl_thread *t, bool allowed)
 {
     struct sl_stat_slot *slot;
 
-    if (l->shm != NULL || t->id >= SL_STAT_SLOTS) {
+    SL_ASSERT(l->shm == NULL);
+    if (t->id >= SL_STAT_SLOTS) {
         sl_stat_add_shared(l, t, allowed);
         return;
     }
@@ -320,6 +329,14 @@ static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool
         sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
     else
         sl_store_rlx(&slot->denied, sl_load_rlx(&slot->denied) + 1);
+}
+
+static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool allowed)
+{
+    if (l->shm != NULL)
+        sl_stat_add_shared(l, t, allowed);
+    else
+        sl_stat_add_private(l, t, allowed);
 }
 
 /* A single-key acquire decided by the general path (decide.c): what the

@@ -21,37 +21,6 @@ void sl_lean_take_back(struct sluice *l, const void *key, size_t len, struct sl_
                        uint64_t now, uint64_t at, uint64_t cost,
                        uint64_t (*receipt)[SL_RECEIPT_WORDS], unsigned n);
 
-/* sl_policy_stale, sl_floor_near and sl_stat_add for what the lean paths
- * take, a private limiter's present key: no file's generation to read, no
- * shared counters, and last_ns as the call read it (an older value only
- * declines more often). */
-static inline bool sl_lean_stale(struct sluice *l, const struct sl_policy *pol)
-{
-    SL_ASSERT(l->shm == NULL && l->shm_gen == NULL);
-    /* acquire: as sl_policy_stale's */
-    return !pol->is_override && pol != atomic_load_explicit(&l->policy, memory_order_acquire);
-}
-
-static inline bool sl_lean_floor_near(uint64_t lastw, uint64_t at)
-{
-    return lastw != 0 && lastw != SL_LAST_SEALED &&
-           (int64_t)(at - (lastw - 1)) <= 2 * (int64_t)SL_TIME_SLACK;
-}
-
-static inline void sl_lean_stat(struct sluice *l, const struct sl_thread *t, bool allowed)
-{
-    SL_ASSERT(l->shm == NULL);
-    if (t->id >= SL_STAT_SLOTS) {
-        sl_stat_add_shared(l, t, allowed);
-        return;
-    }
-    struct sl_stat_slot *slot = &l->stat[t->id];
-    if (allowed) /* the only writer of its slot */
-        sl_store_rlx(&slot->allowed, sl_load_rlx(&slot->allowed) + 1);
-    else
-        sl_store_rlx(&slot->denied, sl_load_rlx(&slot->denied) + 1);
-}
-
 /*
  * Limit lim (words w) checked read-only for a charge of cost at `at`, a
  * limit that its own charge does not decide: a one-word limit is stepped
