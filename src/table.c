@@ -128,9 +128,7 @@ void sl_table_span(struct sl_shard *s, const void **base, size_t *bytes)
 
 void sl_table_prefetch(struct sl_shard *s, uint64_t h)
 {
-    struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_acquire);
-
-    __builtin_prefetch(&t->slot[h & t->mask]);
+    sl_table_prefetch_home(s, h); /* table.h's, for callers outside it */
 }
 
 void sl_table_prefetch_entry(struct sl_shard *s, uint64_t h)
