@@ -6,6 +6,17 @@
  * 64 bytes plus its table slot and still never straddles two cache lines.
  * Larger entries come from aligned_alloc.
  *
+ * Each thread carves its new entries from a run of its own (SL_RUN_BYTES
+ * of a slab, 128-byte aligned), so that the entries of keys two threads
+ * made never share a 128-byte pair of lines.  An admission writes its
+ * entry's line, and this machine's CPUs fetch lines in such pairs: with
+ * the keys of two threads dealt alternately from one bump, each write
+ * took the neighbour's line from the other core, and two threads on 10^3
+ * distinct keys decided at half the speed of one (doc/BENCHMARKS.md,
+ * fourteenth round).  A run is used up before the free lists, and a new
+ * run is only carved once the block's free list is empty, so runs add at
+ * most one run per thread slot to what the free lists bound already.
+ *
  * Epoch callbacks free entries after a limiter may have been destroyed, so
  * the arena is reference counted: the limiter holds one reference and each
  * pending batch of retired entries another; the last one frees the slabs.
@@ -39,9 +50,18 @@
 
 #define SL_SLAB_BYTES (256u * 1024u)
 #define SL_ARENA_CLASSES 4
+/* A page: the unit this machine's stream prefetcher keeps to. */
+#define SL_RUN_BYTES 4096u
+/* Lines fetched together (Intel's spatial prefetcher): runs start on them. */
+#define SL_PAIR_BYTES 128u
 
 struct sl_slab {
     struct sl_slab *next;
+};
+
+/* The unused part of a thread slot's run (under the arena lock). */
+struct sl_run {
+    char *bump, *end;
 };
 
 struct sl_arena {
@@ -52,6 +72,7 @@ struct sl_arena {
     struct sl_slab *slabs;
     char *bump, *bump_end;          /* the current slab's unused tail */
     sl_aword *acct;                 /* the limiter's memory counter, while it lives */
+    struct sl_run run[SL_ARENA_RUNS];
 };
 
 /* Every arena until its last reference goes, a destroyed limiter's too:
@@ -133,36 +154,77 @@ int sl_arena_class(size_t size)
     return lines >= 1 && lines <= SL_ARENA_CLASSES ? (int)lines - 1 : -1;
 }
 
-static void *sl_arena_carve(struct sl_arena *a, size_t bytes)
+/* bytes (a multiple of SL_PAIR_BYTES, at most a slab's) from the current
+ * slab, or a new one; NULL if out of memory. */
+static char *sl_arena_carve(struct sl_arena *a, size_t bytes)
 {
     if (a->bump == NULL || (size_t)(a->bump_end - a->bump) < bytes) {
-        /* the first line of a slab links the slabs */
+        /* the first line of a slab links the slabs; what it carves starts
+         * on a pair of lines */
         struct sl_slab *s = sl_alloc_aligned(a->acct, SL_SLAB_BYTES);
+        uintptr_t pair = SL_PAIR_BYTES - 1;
         if (s == NULL)
             return NULL;
         s->next = a->slabs;
         a->slabs = s;
-        a->bump = (char *)s + SL_CACHELINE;
-        a->bump_end = (char *)s + SL_SLAB_BYTES;
+        a->bump = (char *)(((uintptr_t)s + sizeof(*s) + pair) & ~pair);
+        a->bump_end = (char *)(((uintptr_t)s + SL_SLAB_BYTES) & ~pair);
     }
     a->bump += bytes;
     return a->bump - bytes;
 }
 
-void *sl_arena_alloc(struct sl_arena *a, size_t size)
+/* A block on its free list, poisoned (the arena locked). */
+static void sl_free_push(struct sl_arena *a, void *p, int c)
+{
+    memcpy(p, &a->free[c], sizeof(void *));
+    SL_POISON(p, (size_t)(c + 1) * SL_CACHELINE);
+    a->free[c] = p;
+}
+
+/* A new run for r, which had too little left for a block of `bytes`:
+ * its tail (under SL_ARENA_CLASSES lines, the largest block) goes to the
+ * free list of its size from the first pair on (any thread may take it:
+ * a line sharing a pair with the run's last block is left unused), and
+ * the run is the rest of the slab where less than SL_RUN_BYTES is left
+ * there but the block fits. */
+static bool sl_run_renew(struct sl_arena *a, struct sl_run *r, size_t bytes)
+{
+    uintptr_t pair = SL_PAIR_BYTES - 1;
+    char *tail = (char *)(((uintptr_t)r->bump + pair) & ~pair);
+    size_t take = SL_RUN_BYTES;
+    char *p;
+
+    if (tail < r->end) /* a run ends on a pair */
+        sl_free_push(a, tail, (int)((size_t)(r->end - tail) / SL_CACHELINE) - 1);
+    r->bump = r->end = NULL;
+    if (a->bump != NULL && (size_t)(a->bump_end - a->bump) < take &&
+        (size_t)(a->bump_end - a->bump) >= bytes)
+        take = (size_t)(a->bump_end - a->bump); /* a whole number of pairs */
+    if ((p = sl_arena_carve(a, take)) == NULL)
+        return false;
+    r->bump = p;
+    r->end = p + take;
+    return true;
+}
+
+void *sl_arena_alloc(struct sl_arena *a, size_t size, unsigned thread)
 {
     int c = sl_arena_class(size);
-    void *p;
+    size_t bytes = (size_t)(c + 1) * SL_CACHELINE;
+    struct sl_run *r = &a->run[thread < SL_ARENA_RUNS - 1 ? thread : SL_ARENA_RUNS - 1];
+    void *p = NULL;
 
     if (c < 0)
         return sl_alloc_aligned(a->acct, size);
     pthread_mutex_lock(&a->lock);
-    p = a->free[c];
-    if (p != NULL) {
-        SL_UNPOISON(p, (size_t)(c + 1) * SL_CACHELINE);
+    if ((size_t)(r->end - r->bump) < bytes && (p = a->free[c]) != NULL) {
+        SL_UNPOISON(p, bytes);
         memcpy(&a->free[c], p, sizeof(void *));
-    } else
-        p = sl_arena_carve(a, (size_t)(c + 1) * SL_CACHELINE);
+    } else if ((size_t)(r->end - r->bump) >= bytes || sl_run_renew(a, r, bytes)) {
+        p = r->bump;
+        r->bump += bytes;
+    }
     pthread_mutex_unlock(&a->lock);
     return p;
 }
@@ -176,9 +238,7 @@ void sl_arena_free(struct sl_arena *a, void *p, size_t size)
         return;
     }
     pthread_mutex_lock(&a->lock);
-    memcpy(p, &a->free[c], sizeof(void *));
-    SL_POISON(p, (size_t)(c + 1) * SL_CACHELINE);
-    a->free[c] = p;
+    sl_free_push(a, p, c);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -187,11 +247,8 @@ void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, 
     pthread_mutex_lock(&a->lock);
     for (size_t i = 0; i < n; i++) {
         int c = sl_arena_class(size[i]);
-        if (c >= 0) {
-            memcpy(p[i], &a->free[c], sizeof(void *));
-            SL_POISON(p[i], (size_t)(c + 1) * SL_CACHELINE);
-            a->free[c] = p[i];
-        }
+        if (c >= 0)
+            sl_free_push(a, p[i], c);
     }
     pthread_mutex_unlock(&a->lock);
     for (size_t i = 0; i < n; i++)

@@ -34,11 +34,13 @@ int sl_entry_new(struct sluice *l, struct sl_policy *pol, const void *key, size_
                  struct sl_entry **out)
 {
     size_t size = sl_entry_size(pol, len);
+    struct sl_thread *t = sl_thread_get();
     struct sl_entry *e;
 
     if (!sl_policy_tryref(pol))
         return -EAGAIN;
-    e = sl_arena_alloc(l->arena, size);
+    /* the thread's own run: keys it makes share no line pair with another's */
+    e = sl_arena_alloc(l->arena, size, t != NULL ? t->id : UINT_MAX);
     if (e == NULL) {
         sl_policy_unref(pol);
         return -ENOMEM;

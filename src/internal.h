@@ -87,8 +87,12 @@ void sl_arena_ref(struct sl_arena *a);
 void sl_arena_unref(struct sl_arena *a);
 void sl_arena_detach(struct sl_arena *a);
 int sl_arena_class(size_t size);
-/* Cache-line aligned; slabs and large blocks are accounted to acct. */
-void *sl_arena_alloc(struct sl_arena *a, size_t size);
+/* Cache-line aligned; slabs and large blocks are accounted to acct.
+ * thread: the caller's thread id (sl_thread.id), whose run the block
+ * comes from (ids from SL_ARENA_RUNS - 1 on share one); NULL if out of
+ * memory. */
+#define SL_ARENA_RUNS 65
+void *sl_arena_alloc(struct sl_arena *a, size_t size, unsigned thread);
 void sl_arena_free(struct sl_arena *a, void *p, size_t size);
 /* n blocks (p[i] of size[i] bytes) under one lock. */
 void sl_arena_free_many(struct sl_arena *a, void *const *p, const size_t *size, size_t n);
