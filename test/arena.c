@@ -6,10 +6,14 @@
  * took each other's lines on every write and decided at half the speed
  * of one.  Checked here: blocks of two thread slots never share a pair,
  * whatever the order of the calls and the sizes; blocks never overlap;
- * freed blocks are reused before any new run is carved (memory stays
- * bounded); slots past the last share one run; and, through the library,
- * the entries of keys made by two threads of one limiter keep apart.
+ * freed blocks are reused before any run is carved from (memory follows
+ * what is live, also with keys of two sizes churning); slots past the
+ * last share one run; and, through the library, the entries of keys made
+ * in turn by two threads of one limiter keep apart.
  */
+#include <sched.h>
+#include <stdatomic.h>
+
 #include "helpers.h"
 
 #include "table.h"
@@ -105,9 +109,42 @@ static void t_many_slots(void)
     sl_arena_detach(a);
 }
 
-/* Through the library: keys made by two threads of one limiter. */
-#define KEYS 400
+/* Keys of one size kept while another size's come and go: freed blocks
+ * are reused before a run is carved from, so memory follows what is
+ * live.  (With the run carved from first, each kept block took a run of
+ * its own: 32 to 63 times the live bytes.) */
+static void t_churn_bound(void)
+{
+    enum { KEPT = 10000, CHURN = 8 };
+    static void *kept[KEPT];
+    void *churn[CHURN];
+    sl_aword acct = 0;
+    struct sl_arena *a = sl_arena_new(&acct);
+    uint64_t live = KEPT * 64 + CHURN * 192;
+
+    CHECK(a != NULL);
+    for (int i = 0; i < KEPT; i++) {
+        kept[i] = sl_arena_alloc(a, 64, 0);
+        CHECK(kept[i] != NULL);
+        for (int c = 0; c < CHURN; c++)
+            CHECK((churn[c] = sl_arena_alloc(a, 150, 0)) != NULL);
+        for (int c = 0; c < CHURN; c++)
+            sl_arena_free(a, churn[c], 150);
+    }
+    /* live bytes, a run per slot, a slab of rounding and the arena */
+    CHECK(sl_load_rlx(&acct) <= live + SL_ARENA_RUNS * 4096 + 256 * 1024 + 4096);
+    for (int i = 0; i < KEPT; i++)
+        sl_arena_free(a, kept[i], 64);
+    sl_arena_detach(a);
+}
+
+/* Through the library: keys made by two threads of one limiter, in turn
+ * key by key, both threads alive throughout (distinct thread ids). */
+#define KEYS 401 /* odd: the two threads' keys do not end on a pair by chance */
 static sluice_t *lim;
+static pthread_barrier_t both;
+static _Atomic unsigned turn;
+static unsigned ids[2];
 
 static void key_of(unsigned i, char k[16])
 {
@@ -120,10 +157,16 @@ static void *make_keys(void *arg)
     unsigned t = (unsigned)(uintptr_t)arg;
     char k[16];
 
+    pthread_barrier_wait(&both);
     for (unsigned i = t; i < KEYS; i += 2) { /* the two threads' keys alternate */
+        while (atomic_load(&turn) != i)
+            sched_yield();
         key_of(i, k);
         CHECK(sluice_acquire_at(lim, k, sizeof(k), 1, 1, NULL) == SLUICE_ALLOW);
+        atomic_store(&turn, i + 1);
     }
+    ids[t] = sl_thread_get()->id;
+    pthread_barrier_wait(&both); /* neither exits (and gives its id away) first */
     return NULL;
 }
 
@@ -138,10 +181,13 @@ static void t_keys_of_two_threads(void)
     sluice_config_init(&cfg);
     CHECK_EQ(sluice_policy_add(&cfg.policy, SLUICE_GCRA, 10, NS_PER_S), 0);
     CHECK_EQ(sluice_create(&cfg, &lim), 0);
+    pthread_barrier_init(&both, NULL, 2);
     for (uintptr_t t = 0; t < 2; t++)
         CHECK_EQ(pthread_create(&tid[t], NULL, make_keys, (void *)t), 0);
     for (int t = 0; t < 2; t++)
         pthread_join(tid[t], NULL);
+    pthread_barrier_destroy(&both);
+    CHECK(ids[0] != ids[1]);
     th = sl_thread_get();
     CHECK(th != NULL);
     sl_epoch_begin(th);
@@ -168,6 +214,7 @@ int main(int argc, char **argv)
 
     t_two_slots(&rng);
     t_many_slots();
+    t_churn_bound();
     t_keys_of_two_threads();
     return t_done("arena");
 }
