@@ -89,9 +89,9 @@ void sl_arena_detach(struct sl_arena *a);
 int sl_arena_class(size_t size);
 /* Cache-line aligned; slabs and large blocks are accounted to acct.
  * thread: the caller's thread id (sl_thread.id), whose run the block
- * comes from (ids from SL_ARENA_RUNS - 1 on share one); NULL if out of
- * memory. */
-#define SL_ARENA_RUNS 65
+ * comes from, one per id as the statistics slots are (ids from
+ * SL_STAT_SLOTS on share one); NULL if out of memory. */
+#define SL_ARENA_RUNS (SL_STAT_SLOTS + 1)
 void *sl_arena_alloc(struct sl_arena *a, size_t size, unsigned thread);
 void sl_arena_free(struct sl_arena *a, void *p, size_t size);
 /* n blocks (p[i] of size[i] bytes) under one lock. */
