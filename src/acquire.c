@@ -104,6 +104,10 @@ static inline int sl_lean_charge(struct sluice *l, const void *key, size_t len,
         rc = sl_gcra_charge(lim, e->w + lim->off, at, cost, receipt[0]);
         return rc == SL_FROZEN ? -EAGAIN : rc;
     }
+    if (pol->pair_cas) {
+        rc = sl_lean_charge_pair(lim, e->w + lim->off, at, cost, receipt);
+        return rc == SL_FROZEN ? -EAGAIN : rc;
+    }
     if (pol->nlimits == 1) {
         rc = lim->ops->charge(lim, e->w + lim->off, at, cost, receipt[0]);
         return rc == SL_FROZEN ? -EAGAIN : rc;

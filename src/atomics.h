@@ -4,10 +4,12 @@
  *   sl_load_acq / sl_store_rel   publish-and-observe pairs
  *   sl_load_rlx / sl_store_rlx   values whose ordering another atomic gives
  *   sl_cas_acqrel                the linearization point of a charge
+ *   sl_cas_pair_acqrel           the same for two adjacent words at once
  */
 #ifndef SL_ATOMICS_H
 #define SL_ATOMICS_H
 
+#include <ck_pr.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -89,6 +91,53 @@ void __tsan_release(void *addr);
 #else
 #define SL_TSAN_ACQUIRE(p) ((void)(p))
 #define SL_TSAN_RELEASE(p) ((void)(p))
+#endif
+
+/*
+ * Two adjacent words, 16-byte aligned, compared and stored as one: a
+ * stacked pair of one-word limits charged at one instant by one locked
+ * instruction (lean.h).  x86-64's cmpxchg16b, by Concurrency Kit's
+ * ck_pr_cas_64_2_value; where it is missing (the CPU or the port) the
+ * callers keep one CAS per word (sl_cas_pair_usable).  It is a full
+ * barrier, as sl_cas_acqrel is on x86; on failure seen holds both words
+ * as they were at the instruction.  ThreadSanitizer is told of the order
+ * the assembly gives (acquire and release on the pair).
+ */
+#if defined(__x86_64__) && defined(CK_F_PR_CAS_64_2_VALUE)
+#define SL_HAVE_CAS_PAIR 1
+#include <cpuid.h>
+static inline bool sl_cas_pair_acqrel(sl_aword *w, uint64_t seen[2], const uint64_t next[2])
+{
+    uint64_t want[2] = {next[0], next[1]}, was[2];
+    bool ok;
+
+    SL_TSAN_RELEASE(w);
+    ok = ck_pr_cas_64_2_value((uint64_t *)(void *)w, seen, want, was);
+    SL_TSAN_ACQUIRE(w);
+    seen[0] = was[0];
+    seen[1] = was[1];
+    return ok;
+}
+
+/* cmpxchg16b is not in the first x86-64 CPUs (nor in x86-64's baseline) */
+static inline bool sl_cas_pair_usable(void)
+{
+    unsigned a, b, c, d;
+
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B) != 0;
+}
+#else
+#define SL_HAVE_CAS_PAIR 0
+static inline bool sl_cas_pair_acqrel(sl_aword *w, uint64_t seen[2], const uint64_t next[2])
+{
+    (void)w, (void)seen, (void)next;
+    return false; /* never called: sl_cas_pair_usable says so */
+}
+
+static inline bool sl_cas_pair_usable(void)
+{
+    return false;
+}
 #endif
 
 #endif

@@ -29,6 +29,9 @@ struct sl_entry {
     uint32_t reserved;
     sl_aword w[];               /* pol->nwords state words, then the key bytes */
 };
+/* w[0] and w[1] 16-byte aligned in a cache-line-aligned entry: the pair
+ * one CAS charges (sl_cas_pair_acqrel) */
+_Static_assert(offsetof(struct sl_entry, w) % 16 == 0, "w[0..1] must be 16-byte aligned");
 
 #define SL_PROBE_TAG UINT32_MAX
 struct sl_probe {

@@ -21,6 +21,19 @@ void sl_lean_take_back(struct sluice *l, const void *key, size_t len, struct sl_
                        uint64_t now, uint64_t at, uint64_t cost,
                        uint64_t (*receipt)[SL_RECEIPT_WORDS], unsigned n);
 
+/* A one-word limit's step from c (sl_algo.step), GCRA's and the fixed
+ * window's inline (a per-second limit and a daily quota: the commonest
+ * stack). */
+static inline __attribute__((always_inline)) int
+sl_lean_step(const struct sl_lim *lim, uint64_t c, uint64_t at, uint64_t cost, uint64_t *next,
+             uint64_t *receipt)
+{
+    if (lim->ops == &sl_algo_gcra)
+        return sl_gcra_step(lim, c, at, cost, next, receipt);
+    return lim->ops == &sl_algo_fixed ? sl_fixed_step(lim, c, at, cost, next, receipt)
+                                      : lim->ops->step(lim, c, at, cost, next, receipt);
+}
+
 /*
  * Limit lim (words w) checked read-only for a charge of cost at `at`, a
  * limit that its own charge does not decide: a one-word limit is stepped
@@ -40,10 +53,7 @@ sl_lean_check(const struct sl_lim *lim, sl_aword *w, uint64_t at, uint64_t cost,
     }
     /* acquire, as the charge's own load: the CAS below may store *next */
     *seen = sl_load_acq(w);
-    if (lim->ops == &sl_algo_gcra)
-        return sl_gcra_step(lim, *seen, at, cost, next, receipt);
-    return lim->ops == &sl_algo_fixed ? sl_fixed_step(lim, *seen, at, cost, next, receipt)
-                                      : lim->ops->step(lim, *seen, at, cost, next, receipt);
+    return sl_lean_step(lim, *seen, at, cost, next, receipt);
 }
 
 /* Its charge once every check passed: the CAS of the checked step's word
@@ -56,6 +66,34 @@ static inline int sl_lean_charge_checked(const struct sl_lim *lim, sl_aword *w, 
     if (lim->ops->step != NULL && sl_cas_acqrel(w, &seen, next))
         return SL_OK; /* the receipt is the step's */
     return lim->ops->charge(lim, w, at, cost, receipt);
+}
+
+/*
+ * Both limits of a pair_cas policy (sl_policy.pair_cas) charged at `at`
+ * by one CAS of their two words (w, 16-byte aligned): each stepped from
+ * the pair as read, the pair stored if it still holds both words.  So an
+ * admission is decided on both limits at one instant, by one locked
+ * instruction where one CAS per limit took two and a check between.  A
+ * denial writes nothing, each limit's read as it stood at its own load
+ * (the pair may be read torn), as the check of sl_lean_charge_n reads
+ * its later limits.  SL_OK (both receipts the steps'), SL_NO, or
+ * SL_FROZEN: nothing charged.  A failed CAS means another charge, undo
+ * or freeze landed: stepped again from the words it found.
+ */
+static inline int sl_lean_charge_pair(const struct sl_lim *lim, sl_aword *w, uint64_t at,
+                                      uint64_t cost, uint64_t (*receipt)[SL_RECEIPT_WORDS])
+{
+    /* acquire, as each charge's own load (the CAS may fail) */
+    uint64_t seen[2] = {sl_load_acq(&w[0]), sl_load_acq(&w[1])}, next[2];
+    int rc;
+
+    SL_ASSERT(((uintptr_t)w & 15) == 0 && lim[1].off == lim[0].off + 1);
+    do {
+        if ((rc = sl_lean_step(&lim[1], seen[1], at, cost, &next[1], receipt[1])) != SL_OK ||
+            (rc = sl_lean_step(&lim[0], seen[0], at, cost, &next[0], receipt[0])) != SL_OK)
+            return rc;
+    } while (!sl_cas_pair_acqrel(w, seen, next));
+    return SL_OK;
 }
 
 /* The charge that decides its limit, unchecked (a denial writes nothing). */

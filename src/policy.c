@@ -102,6 +102,8 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
     p->def.nlimits = def->nlimits;
     p->nlimits = def->nlimits;
     p->gcra_alone = def->nlimits == 1 && p->lim[0].def.algo == SLUICE_GCRA;
+    p->pair_cas = def->nlimits == 2 && p->lim[0].ops->step != NULL && p->lim[0].nwords == 1 &&
+                  p->lim[1].ops->step != NULL && p->lim[1].nwords == 1 && sl_cas_pair_usable();
     p->nwords = words;
     p->is_override = is_override;
     atomic_init(&p->refs, 1);

@@ -74,6 +74,9 @@ struct sl_policy {
     bool absolute;
     /* one GCRA limit: its step inline in the lean path (acquire.c) */
     bool gcra_alone;
+    /* two one-word limits (a peak and a quota), words 0 and 1: the lean
+     * path charges both by one CAS of the pair (lean.h) */
+    bool pair_cas;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
     struct sl_lim lim[SLUICE_MAX_LIMITS];

@@ -1,0 +1,139 @@
+/*
+ * A stacked pair of one-word limits (a peak and a quota) is charged by
+ * the lean path in one CAS of its two words (lean.h, sl_lean_charge_pair)
+ * and by the general path one CAS per word (charge.c).  Both must keep
+ * every unit of the other: a pair CAS that compared one word and stored
+ * both would overwrite a general charge that landed on the other word
+ * between its read and its CAS, and admit past that limit.
+ *
+ * Per round, a fresh key and a fresh day: limit b (the binding one) admits
+ * N units in the round, the other far more.  Threads charge the key at the
+ * round's one instant, each call taking the lean path (no result) or the
+ * general path (a result asked for) at random, until all of them have
+ * seen the key refuse.  No serial order admits more than N; one thread
+ * alone admits exactly N, by either path, and is refused the next.  The
+ * binding limit is limit 0 in half the rounds and limit 1 in the other
+ * half, GCRA or the fixed window, so a lost update on either word shows.
+ * Usage: pair_race [scale] [threads]
+ */
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "helpers.h"
+
+#define DAY (UINT64_C(86400) * NS_PER_S)
+#define T0 (UINT64_C(1000) * DAY)
+#define N 300u
+
+struct worker {
+    sluice_t *l;
+    const char *key;
+    uint64_t at, rng, admitted;
+    atomic_int *go;
+};
+
+/* The policy of round r: limit `bind` (r's bit 0) admits N in the round's
+ * instant, the other 100 * N; GCRA or the fixed window (r's bits 1, 2). */
+static void round_policy(uint64_t r, struct sluice_policy *p)
+{
+    unsigned bind = (unsigned)(r & 1);
+
+    memset(p, 0, sizeof(*p));
+    p->nlimits = 2;
+    for (unsigned j = 0; j < 2; j++) {
+        bool gcra = ((r >> (1 + j)) & 1) != 0;
+        uint64_t count = j == bind ? N : 100 * N;
+        p->limits[j] = t_limit(gcra ? SLUICE_GCRA : SLUICE_FIXED_WINDOW, count, DAY, 0, 0);
+    }
+}
+
+static int decide(struct worker *w)
+{
+    struct sluice_result res;
+    bool general = (t_rand(&w->rng) & 1) != 0;
+
+    return sluice_acquire_at(w->l, w->key, strlen(w->key), 1, w->at, general ? &res : NULL);
+}
+
+/* Charges until refused 64 times running: the key is spent, as no charge
+ * in flight can be taken back (the other limit never refuses). */
+static void *charger(void *arg)
+{
+    struct worker *w = arg;
+    unsigned refused = 0;
+
+    while (atomic_load(w->go) == 0)
+        sched_yield();
+    while (refused < 64) {
+        int rc = decide(w);
+        if (rc < 0) {
+            fprintf(stderr, "pair_race: acquire: %s\n", sluice_strerror(rc));
+            exit(1);
+        }
+        if (rc == SLUICE_ALLOW) {
+            w->admitted++;
+            refused = 0;
+        } else {
+            refused++;
+        }
+    }
+    return NULL;
+}
+
+static uint64_t race(sluice_t *l, const char *key, uint64_t at, unsigned threads, uint64_t seed)
+{
+    struct worker w[16];
+    atomic_int go = 0;
+    pthread_t th[16];
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < threads; i++) {
+        w[i] = (struct worker){.l = l, .key = key, .at = at, .rng = seed * 31 + i, .go = &go};
+        if (pthread_create(&th[i], NULL, charger, &w[i]) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+    }
+    atomic_store(&go, 1);
+    for (unsigned i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        total += w[i].admitted;
+    }
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    double scale = t_scale(argc, argv);
+    unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 4;
+    uint64_t rounds = (uint64_t)(2000 * scale) + 8, over = 0, serial_bad = 0;
+    struct sluice_config cfg;
+    sluice_t *l;
+    char key[32];
+
+    if (threads < 2 || threads > 16)
+        threads = 4;
+    for (uint64_t r = 0; r < rounds; r++) {
+        uint64_t at = T0 + r * DAY, got;
+        sluice_config_init(&cfg);
+        round_policy(r, &cfg.policy);
+        l = t_create(&cfg);
+        /* one thread first: exactly N, by both paths at random */
+        snprintf(key, sizeof(key), "serial%" PRIu64, r);
+        got = race(l, key, at, 1, r);
+        if (got != N && serial_bad++ < 4)
+            fprintf(stderr, "pair_race: round %" PRIu64 ": one thread admitted %" PRIu64
+                            " of %u\n", r, got, N);
+        snprintf(key, sizeof(key), "k%" PRIu64, r);
+        got = race(l, key, at, threads, r + 1);
+        if (got > N && over++ < 4)
+            fprintf(stderr, "pair_race: round %" PRIu64 " (limit %u binds): %" PRIu64
+                            " admitted of %u\n", r, (unsigned)(r & 1), got, N);
+        sluice_destroy(l);
+    }
+    CHECK_EQ(serial_bad, 0);
+    CHECK_EQ(over, 0);
+    printf("pair_race: %" PRIu64 " rounds of %u threads, %" PRIu64 " over-admitted\n", rounds,
+           threads, over);
+    return t_done("pair_race");
+}
