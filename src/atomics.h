@@ -3,6 +3,7 @@
  * goes through these, with its memory order spelled out at the call site:
  *   sl_load_acq / sl_store_rel   publish-and-observe pairs
  *   sl_load_rlx / sl_store_rlx   values whose ordering another atomic gives
+ *   sl_load_sc                   a load no earlier store may pass (Dekker pairs)
  *   sl_cas_acqrel                the linearization point of a charge
  *   sl_cas_pair_acqrel           the same for two adjacent words at once
  */
@@ -24,6 +25,13 @@ static inline uint64_t sl_load_acq(sl_aword *w)
 static inline uint64_t sl_load_rlx(sl_aword *w)
 {
     return atomic_load_explicit(w, memory_order_relaxed);
+}
+
+/* The second half of a store-then-load pair that no reordering may
+ * break (sl_window_open); a plain load on x86. */
+static inline uint64_t sl_load_sc(sl_aword *w)
+{
+    return atomic_load_explicit(w, memory_order_seq_cst);
 }
 
 static inline void sl_store_rel(sl_aword *w, uint64_t v)
@@ -111,20 +119,30 @@ static inline bool sl_cas_pair_acqrel(sl_aword *w, uint64_t seen[2], const uint6
     uint64_t want[2] = {next[0], next[1]}, was[2];
     bool ok;
 
-    SL_TSAN_RELEASE(w);
+    SL_TSAN_RELEASE(&w[0]);
+    SL_TSAN_RELEASE(&w[1]);
     ok = ck_pr_cas_64_2_value((uint64_t *)(void *)w, seen, want, was);
-    SL_TSAN_ACQUIRE(w);
+    SL_TSAN_ACQUIRE(&w[0]);
+    SL_TSAN_ACQUIRE(&w[1]);
     seen[0] = was[0];
     seen[1] = was[1];
     return ok;
 }
 
-/* cmpxchg16b is not in the first x86-64 CPUs (nor in x86-64's baseline) */
+/* cmpxchg16b is not in the first x86-64 CPUs (nor in x86-64's baseline).
+ * Asked once: cpuid leaves the guest (a VM exit) under virtualisation,
+ * and every override compiles a policy. */
 static inline bool sl_cas_pair_usable(void)
 {
+    static _Atomic int known; /* 0: not asked yet, 1: no, 2: yes */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
     unsigned a, b, c, d;
 
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B) != 0;
+    if (k == 0) {
+        k = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B) != 0 ? 2 : 1;
+        atomic_store_explicit(&known, k, memory_order_relaxed); /* the same answer every time */
+    }
+    return k == 2;
 }
 #else
 #define SL_HAVE_CAS_PAIR 0
