@@ -130,28 +130,30 @@ static void sl_commits_window(struct sl_target *g, size_t n, int delta)
             sl_shm_window(g[i].l, t->id, delta);
 }
 
-static void sl_commits_count(struct sl_target *g, size_t n, int delta)
+/* Inline: out of line it added 50 instructions to a two-key call. */
+static inline __attribute__((always_inline)) void
+sl_commits_count(struct sl_target *g, size_t n, int delta)
 {
-    const void *mine[SL_MAX_KEYS];
+    struct sl_thread *t = sl_tls; /* made by the call's start (sl_call_begin) */
     size_t k = 0;
 
-    SL_ASSERT(n <= SL_MAX_KEYS);
     if (delta > 0)
         sl_commits_window(g, n, delta); /* marked before the counts */
-    for (size_t i = 0; i < n; i++)
-        if (g[i].e != NULL && g[i].l->shm != NULL)
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].e == NULL)
+            continue;
+        if (g[i].l->shm != NULL)
             (void)atomic_fetch_add_explicit(&g[i].e->committing, (uint32_t)delta,
                                             memory_order_acq_rel);
-        else if (g[i].e != NULL)
-            mine[k++] = g[i].e;
-    if (k > 0) {
-        struct sl_thread *t = sl_tls; /* made by the call's start (sl_call_begin) */
-        SL_ASSERT(t != NULL);
-        if (delta > 0)
-            sl_window_open(t, mine, k);
+        else if (delta > 0)
+            sl_window_put(t, k++, g[i].e);
         else
-            sl_window_close(t);
+            k++;
     }
+    if (k > 0 && delta > 0)
+        sl_window_publish(t, k);
+    else if (k > 0)
+        sl_window_close(t);
     if (delta < 0)
         sl_commits_window(g, n, delta); /* and cleared after */
 }
