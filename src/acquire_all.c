@@ -27,29 +27,23 @@ struct sl_lean_key {
     uint64_t receipt[SLUICE_MAX_LIMITS][SL_RECEIPT_WORDS];
 };
 
-/* The call's window on its keys (sl_commits_count): a writer that freezes
- * one of them waits for it to close before it seals last_ns. */
-SL_LEAN_INLINE void sl_lean_window(struct sl_lean_key *k, size_t n, bool open)
+/* The call's count on each key (sl_commits_count): a writer that freezes
+ * one of them waits for it to leave before it seals last_ns.  acq_rel, as
+ * there: a writer's read of the count is an RMW too. */
+SL_LEAN_INLINE void sl_lean_count(struct sl_lean_key *k, size_t n, int delta)
 {
-    struct sl_thread *t = sl_tls; /* made by the call's start (sl_call_begin) */
-
-    SL_ASSERT(t != NULL);
-    if (!open) {
-        sl_window_close(t);
-        return;
-    }
     for (size_t i = 0; i < n; i++)
-        sl_window_put(t, i, k[i].e);
-    sl_window_publish(t, n); /* sl_window_open's steps, with no copy first */
+        (void)atomic_fetch_add_explicit(&k[i].e->committing, (uint32_t)delta,
+                                        memory_order_acq_rel);
 }
 
-/* Every charge of the call taken back (sl_charge_all_back): its window
- * closed first, if it opened it. */
+/* Every charge of the call taken back (sl_charge_all_back): its counts
+ * left first, if it took them. */
 static __attribute__((noinline)) int sl_lean_all_back(struct sl_lean_key *k, size_t n,
                                                       uint64_t cost, uint64_t now, bool counted)
 {
     if (counted)
-        sl_lean_window(k, n, false);
+        sl_lean_count(k, n, -1);
     for (size_t i = 0; i < n; i++)
         if (k[i].charged > 0)
             sl_lean_take_back(k[i].l, k[i].key, k[i].len, k[i].e, now, k[i].at, cost,
@@ -167,14 +161,14 @@ SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t 
                 return sl_lean_all_back(k, n, cost, now, false); /* frozen, or a lost race */
             k[i].charged = j + 1;
         }
-    /* sl_charge_all's tests, in the call's window: charged under a
+    /* sl_charge_all's tests, counted on every key first: charged under a
      * default since replaced, far behind a racing admission, or on a key
      * frozen since its charge (a reset would drop that charge while the
      * others keep theirs) */
-    sl_lean_window(k, n, true);
+    sl_lean_count(k, n, 1);
     for (size_t i = 0; i < n; i++)
         if (!sl_floor_kept(k[i].e, k[i].at) || sl_policy_stale_private(k[i].l, k[i].pol) ||
-            (sl_load_sc(&k[i].e->w[0]) & SL_DEAD)) /* seq_cst: after the window's opening */
+            (sl_load_acq(&k[i].e->w[0]) & SL_DEAD))
             return sl_lean_all_back(k, n, cost, now, true);
     for (size_t i = 0; i < n; i++) {
         if (!sl_last_commit(&k[i].e->last_ns, k[i].at))
@@ -182,7 +176,7 @@ SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t 
         if (i == 0)
             SL_TEST_BETWEEN_COMMITS();
     }
-    sl_lean_window(k, n, false);
+    sl_lean_count(k, n, -1);
     return SL_OK;
 }
 

@@ -3,7 +3,6 @@
  * goes through these, with its memory order spelled out at the call site:
  *   sl_load_acq / sl_store_rel   publish-and-observe pairs
  *   sl_load_rlx / sl_store_rlx   values whose ordering another atomic gives
- *   sl_load_sc                   a load no earlier store may pass (Dekker pairs)
  *   sl_cas_acqrel                the linearization point of a charge
  *   sl_cas_pair_acqrel           the same for two adjacent words at once
  */
@@ -25,13 +24,6 @@ static inline uint64_t sl_load_acq(sl_aword *w)
 static inline uint64_t sl_load_rlx(sl_aword *w)
 {
     return atomic_load_explicit(w, memory_order_relaxed);
-}
-
-/* The second half of a store-then-load pair that no reordering may
- * break (sl_window_open); a plain load on x86. */
-static inline uint64_t sl_load_sc(sl_aword *w)
-{
-    return atomic_load_explicit(w, memory_order_seq_cst);
 }
 
 static inline void sl_store_rel(sl_aword *w, uint64_t v)

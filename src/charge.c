@@ -111,12 +111,11 @@ static bool sl_first_of_limiter(const struct sl_target *g, size_t i)
 }
 
 /*
- * A call on several keys, before its test that none is frozen, opens its
- * thread's window on its private limiters' keys (sl_window_open) and
- * counts itself on each shared limiter's key; it leaves after its
- * commits, or before taking its charges back (whose undo may wait for the
- * writer that waits for it): entry.c, sl_entry_commits_done.  The counts
- * are acq_rel RMWs: a writer's read of one is an RMW too.
+ * A call on several keys counts itself on each (tracked) key before its
+ * test that none is frozen, and leaves after its commits, or before taking
+ * its charges back (whose undo may wait for the writer that waits for this
+ * count): entry.c, sl_entry_commits_done.  acq_rel RMWs: a writer's read
+ * of the count is an RMW too.
  */
 /* Shared limiters: this thread's window, once per file (entry.c tells a
  * killed process's counts by it). */
@@ -130,30 +129,14 @@ static void sl_commits_window(struct sl_target *g, size_t n, int delta)
             sl_shm_window(g[i].l, t->id, delta);
 }
 
-/* Inline: out of line it added 50 instructions to a two-key call. */
-static inline __attribute__((always_inline)) void
-sl_commits_count(struct sl_target *g, size_t n, int delta)
+static void sl_commits_count(struct sl_target *g, size_t n, int delta)
 {
-    struct sl_thread *t = sl_tls; /* made by the call's start (sl_call_begin) */
-    size_t k = 0;
-
     if (delta > 0)
         sl_commits_window(g, n, delta); /* marked before the counts */
-    for (size_t i = 0; i < n; i++) {
-        if (g[i].e == NULL)
-            continue;
-        if (g[i].l->shm != NULL)
+    for (size_t i = 0; i < n; i++)
+        if (g[i].e != NULL)
             (void)atomic_fetch_add_explicit(&g[i].e->committing, (uint32_t)delta,
                                             memory_order_acq_rel);
-        else if (delta > 0)
-            sl_window_put(t, k++, g[i].e);
-        else
-            k++;
-    }
-    if (k > 0 && delta > 0)
-        sl_window_publish(t, k);
-    else if (k > 0)
-        sl_window_close(t);
     if (delta < 0)
         sl_commits_window(g, n, delta); /* and cleared after */
 }
@@ -228,8 +211,7 @@ static int sl_charge_all(struct sl_target *g, size_t n, uint64_t cost,
     for (size_t i = 0; i < n; i++)
         if (!sl_floor_holds(&g[i]) ||
             (g[i].e != NULL && sl_policy_stale(g[i].l, g[i].pol)) ||
-            /* seq_cst: after the window's opening (sl_window_open) */
-            (n > 1 && g[i].e != NULL && (sl_load_sc(&g[i].w[0]) & SL_DEAD))) {
+            (n > 1 && g[i].e != NULL && (sl_load_acq(&g[i].w[0]) & SL_DEAD))) {
             sl_charge_all_back(g, n, cost);
             return SL_RACED;
         }

@@ -148,12 +148,8 @@ static bool sl_commits_none(uint32_t c)
 
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
 {
-    uint32_t c;
+    uint32_t c = atomic_fetch_add_explicit(&e->committing, 0, memory_order_acq_rel);
     uint64_t check = 0;
-
-    if (shm == NULL)
-        return sl_windows_wait(e, wait); /* a private limiter's: the callers' windows */
-    c = atomic_fetch_add_explicit(&e->committing, 0, memory_order_acq_rel);
 
     for (unsigned n = 0; !sl_commits_none(c); n++) {
         if (!wait)
@@ -286,7 +282,7 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
      * before that admission (new keys start at the reap's time). */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now, NULL, NULL);
+    return sl_entry_freeze_fresh_pol(e, pol, now, NULL);
 }
 
 /* Every state word of e 0, but the control words, which this freeze made
@@ -345,11 +341,11 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
  * taken back (sl_last_commit).  Unsealed again when not confirmed.
  */
 static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, unsigned by_idle,
-                              uint64_t now, sl_aword *save, struct sl_shm *shm)
+                              uint64_t now, sl_aword *save)
 {
     uint64_t lastw;
 
-    if (!sl_entry_commits_done(e, false, shm))
+    if (!sl_entry_commits_done(e, false, NULL))
         return false; /* a call is committing: not idle (a reap never waits) */
     lastw = sl_last_seal(&e->last_ns, save);
     for (unsigned j = 0; j < pol->nlimits; j++)
@@ -362,7 +358,7 @@ static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, u
 }
 
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               sl_aword *save, struct sl_shm *shm)
+                               sl_aword *save)
 {
     uint64_t old[SLUICE_MAX_LIMITS], last;
     unsigned i, by_idle = 0;
@@ -382,7 +378,7 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;
     }
-    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now, save, shm)))
+    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now, save)))
         return true;
     while (i-- > 0)
         sl_store_rel(&e->w[pol->lim[i].off], old[i]);

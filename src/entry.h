@@ -22,11 +22,9 @@ struct sl_entry {
     };
     sl_aword last_ns;           /* 1 + time of the latest admission, 0: none
                                    (sl_entry_last; idle tracking, carry, decide time) */
-    /* A shared limiter's entry: calls on several keys between the test
-     * that no key is frozen and the commit of their times (sl_charge_all);
-     * a writer that freezes the key waits for them before it seals last_ns
-     * (sl_entry_commits_done).  A private limiter's calls open a window in
-     * their thread's record instead (sl_window_open): always 0 here. */
+    /* Calls on several keys between the test that no key is frozen and the
+     * commit of their times (sl_charge_all): a writer that freezes the key
+     * waits for them before it seals last_ns (sl_entry_commits_done). */
     _Atomic uint32_t committing;
     uint32_t reserved;
     sl_aword w[];               /* pol->nwords state words, then the key bytes */

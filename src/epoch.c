@@ -146,8 +146,6 @@ static void sl_epoch_after_fork(void)
         if (r == sl_tls)
             continue;
         atomic_store_explicit(&r->word, 0, memory_order_relaxed);
-        /* nor the windows of calls that will never commit (sl_windows_wait) */
-        atomic_store_explicit(&r->window_seq, 0, memory_order_relaxed);
         r->depth = 0;
         atomic_store_explicit(&r->state, SL_REC_FREE, memory_order_relaxed);
     }
@@ -317,50 +315,6 @@ size_t sl_epoch_records(void)
          r = r->next)
         n++;
     return n;
-}
-
-/* Whether r's window, read as v, holds e.  acquire on the entries: one
- * stored for a later window (release) brings r's close of v with it. */
-static bool sl_window_holds(struct sl_thread *r, uint64_t v, const void *e)
-{
-    unsigned n = (unsigned)(v & 0xff);
-
-    for (unsigned i = 0; i < n && i < SL_WINDOW_KEYS; i++)
-        if (atomic_load_explicit(&r->window[i], memory_order_acquire) == e)
-            return true;
-    return false;
-}
-
-#define SL_WINDOW_SPINS 256
-
-/* epoch.h */
-bool sl_windows_wait(const void *e, bool wait)
-{
-    /* seq_cst: the caller's freeze before every read of a window below
-     * (the other half of sl_window_open's exchange) */
-    atomic_thread_fence(memory_order_seq_cst);
-    /* acquire: the records pushed before are complete */
-    for (struct sl_thread *r = atomic_load_explicit(&sl_records, memory_order_acquire); r != NULL;
-         r = r->next) {
-        uint64_t v = atomic_load_explicit(&r->window_seq, memory_order_seq_cst);
-        /* a writer's own window is closed: it freezes outside its commits */
-        SL_ASSERT(r != sl_tls || (v & 0xff) == 0);
-        if ((v & 0xff) == 0)
-            continue;
-        /* held by v, or read from a later window: then v has closed,
-         * which the second read below shows either way */
-        if (!sl_window_holds(r, v, e))
-            continue;
-        if (!wait)
-            return false;
-        /* acquire: the leaving call's commits happen before the seal */
-        for (unsigned n = 0; atomic_load_explicit(&r->window_seq, memory_order_acquire) == v; n++)
-            if (n < SL_WINDOW_SPINS)
-                sl_cpu_relax();
-            else
-                sched_yield();
-    }
-    return true;
 }
 
 void sl_epoch_drain(struct sl_thread *t)

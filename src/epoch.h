@@ -5,8 +5,6 @@
 #ifndef SL_EPOCH_H
 #define SL_EPOCH_H
 
-#define SL_WINDOW_KEYS 16 /* SL_MAX_KEYS: an acquire_all's keys, at most */
-
 struct sl_thread {
     /* Read by reclaimers: 0 outside sections, else the epoch the current
      * section began in (written by the owner only, release). */
@@ -22,61 +20,7 @@ struct sl_thread {
     uint64_t wait_tag;
     unsigned n_cur, n_wait;
     struct sl_limbo *spare;     /* an empty batch of one, for the next writer (entry.c) */
-    /* A call on several keys of private limiters, between its test that
-     * none is frozen and the commit of their times (charge.c,
-     * acquire_all.c): the entries, and (generation << 8) | count, 0 count
-     * when closed.  A writer that froze one of them waits for the call to
-     * leave before it seals last_ns (sl_windows_wait).  Shared limiters'
-     * entries count such calls on themselves instead (sl_entry.committing). */
-    _Atomic uint64_t window_seq;
-    uint64_t window_gen;        /* owner only: the generation of the next window */
-    _Atomic(const void *) window[SL_WINDOW_KEYS];
 };
-
-/*
- * Open t's window on e[0..n-1] (n <= SL_WINDOW_KEYS, n > 0), before the
- * call's test that none of them is frozen: the entries stored, then the
- * count by a seq_cst exchange, so that the test's loads (seq_cst) come
- * after it.  With the writer's freeze, seq_cst fence and read of the
- * window (sl_windows_wait), one of the two sees the other: the call sees
- * the freeze and takes its charges back, or the writer sees the window and
- * waits.  release on the entries: a writer that reads one stored for a
- * later window reads this window closed (sl_windows_wait).  One locked
- * instruction per call, where a count on each key took two per key.
- */
-static inline void sl_window_put(struct sl_thread *t, size_t i, const void *e)
-{
-    SL_ASSERT(i < SL_WINDOW_KEYS);
-    atomic_store_explicit(&t->window[i], e, memory_order_release);
-}
-
-static inline void sl_window_publish(struct sl_thread *t, size_t n)
-{
-    SL_ASSERT(n > 0 && n <= SL_WINDOW_KEYS);
-    (void)atomic_exchange_explicit(&t->window_seq, (++t->window_gen << 8) | n,
-                                   memory_order_seq_cst);
-}
-
-static inline void sl_window_open(struct sl_thread *t, const void *const *e, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        sl_window_put(t, i, e[i]);
-    sl_window_publish(t, n);
-}
-
-/* Close it, after the commits or before taking charges back (their undo
- * may wait for a writer that waits for this window).  release: the
- * commits happen before a writer that reads the window closed seals. */
-static inline void sl_window_close(struct sl_thread *t)
-{
-    atomic_store_explicit(&t->window_seq, t->window_gen << 8, memory_order_release);
-}
-
-/* Whether no open window holds e, a private limiter's entry that the
- * caller has frozen: waited for if wait (the window closes in bounded
- * time: only tests and commits run in it), else false at once (a reap,
- * which never waits).  epoch.c. */
-bool sl_windows_wait(const void *e, bool wait);
 
 /* The global epoch and the per-process choice of section entry (epoch.c). */
 extern sl_aword sl_epoch_global;

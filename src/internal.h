@@ -350,7 +350,6 @@ int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, 
 /* sluice_acquire_all of 1..SL_MAX_KEYS keys (checked) by the general
  * path: what the lean path (acquire_all.c) does not take. */
 #define SL_MAX_KEYS 16
-_Static_assert(SL_WINDOW_KEYS >= SL_MAX_KEYS, "a call's keys fit its thread's window");
 int sl_acquire_all_general(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
                            struct sluice_result *res);
 
@@ -374,15 +373,12 @@ bool sl_policy_reserved_zero(const struct sluice_policy *p);
 bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
 /* After a freeze, before sealing last_ns: true once no call on several
  * keys is between its test of the frozen word and its commits on e (wait:
- * for every live one; false, not waiting, while one is).  shm: a shared
- * limiter's file, where such calls count themselves on e and dead
- * callers' counts are cleared; NULL: a private limiter's entry, which the
- * callers' windows hold (sl_windows_wait). */
+ * for every live one; shm: a shared limiter's file, whose dead callers'
+ * counts are cleared; false, not waiting, while one is). */
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm);
-/* save: as for sl_last_seal (a shared limiter's shard, else NULL); shm:
- * as for sl_entry_commits_done */
+/* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               sl_aword *save, struct sl_shm *shm);
+                               sl_aword *save);
 
 /* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
 

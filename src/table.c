@@ -74,10 +74,9 @@ int sl_table_init(struct sluice *l, unsigned nshards)
 }
 
 /* In a forked child, still single-threaded (fork.c): every published key
- * forgets the decision that inserted it (it could never be reaped).  The
- * calls caught in their commit windows go with their threads' records
- * (epoch.c: a writer would wait for their commits for ever, holding the
- * shard lock). */
+ * forgets the calls counted on it (their threads are not in the child: a
+ * writer would wait for their commits for ever, holding the shard lock)
+ * and the decision that inserted it (it could never be reaped). */
 void sl_table_after_fork(struct sluice *l)
 {
     for (unsigned i = 0; i < l->nshards; i++) {
@@ -86,7 +85,8 @@ void sl_table_after_fork(struct sluice *l)
             uint64_t v = sl_load_rlx(&t->slot[j]);
             if (v <= SL_TOMB)
                 continue;
-            /* relaxed: no other thread exists here (their windows: epoch.c) */
+            /* relaxed: no other thread exists here */
+            atomic_store_explicit(&sl_slot_entry(v)->committing, 0, memory_order_relaxed);
             atomic_store_explicit(&sl_slot_entry(v)->pinned, 0, memory_order_relaxed);
         }
     }
