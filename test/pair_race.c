@@ -8,9 +8,11 @@
  *
  * Per round, a fresh key and a fresh day: limit b (the binding one) admits
  * N units in the round, the other far more.  Threads charge the key at the
- * round's one instant, each call taking the lean path (no result) or the
- * general path (a result asked for) at random, until all of them have
- * seen the key refuse.  No serial order admits more than N; one thread
+ * round's one instant, 1 or 2 units a call, each call taking the lean path
+ * (no result) or the general path (a result asked for) at random, until
+ * all of them have seen the key refuse.  In half the rounds a thread sets
+ * the same policy again and again meanwhile, so that the key is frozen
+ * and moved to each new default (its state carried) under the charges.  No serial order admits more than N; one thread
  * alone admits exactly N, by either path, and is refused the next.  The
  * binding limit is limit 0 in half the rounds and limit 1 in the other
  * half, of each one-word algorithm, so a lost update on either word shows.
@@ -29,8 +31,17 @@
 struct worker {
     sluice_t *l;
     const char *key;
-    uint64_t at, rng, admitted;
+    uint64_t at, rng, admitted; /* admitted: units */
     atomic_int *go;
+};
+
+/* Sets the policy in force again (the same limits) until told to stop:
+ * each time, the key's next call moves it to the new default (a freeze,
+ * its state carried word for word), so pair CASes meet freezes. */
+struct flipper {
+    sluice_t *l;
+    struct sluice_policy pol;
+    atomic_int stop;
 };
 
 /* The policy of round r: limit `bind` (r's bit 0) admits N in the round's
@@ -51,12 +62,30 @@ static void round_policy(uint64_t r, struct sluice_policy *p)
     }
 }
 
-static int decide(struct worker *w)
+/* A cost of 1 or 2, by the lean path (no result) or the general one. */
+static int decide(struct worker *w, uint64_t *cost)
 {
     struct sluice_result res;
-    bool general = (t_rand(&w->rng) & 1) != 0;
+    uint64_t r = t_rand(&w->rng);
 
-    return sluice_acquire_at(w->l, w->key, strlen(w->key), 1, w->at, general ? &res : NULL);
+    *cost = 1 + ((r >> 1) & 1);
+    return sluice_acquire_at(w->l, w->key, strlen(w->key), *cost, w->at, r & 1 ? &res : NULL);
+}
+
+static void *flip(void *arg)
+{
+    struct flipper *f = arg;
+
+    while (atomic_load(&f->stop) == 0) {
+        int rc = sluice_set_policy(f->l, &f->pol);
+        if (rc != 0) {
+            fprintf(stderr, "pair_race: set_policy: %s\n", sluice_strerror(rc));
+            exit(1);
+        }
+        for (volatile int i = 0; i < 2000; i = i + 1)
+            ;
+    }
+    return NULL;
 }
 
 /* Charges until refused 64 times running: the key is spent, as no charge
@@ -69,13 +98,14 @@ static void *charger(void *arg)
     while (atomic_load(w->go) == 0)
         sched_yield();
     while (refused < 64) {
-        int rc = decide(w);
+        uint64_t cost;
+        int rc = decide(w, &cost);
         if (rc < 0) {
             fprintf(stderr, "pair_race: acquire: %s\n", sluice_strerror(rc));
             exit(1);
         }
         if (rc == SLUICE_ALLOW) {
-            w->admitted++;
+            w->admitted += cost;
             refused = 0;
         } else {
             refused++;
@@ -84,12 +114,21 @@ static void *charger(void *arg)
     return NULL;
 }
 
-static uint64_t race(sluice_t *l, const char *key, uint64_t at, unsigned threads, uint64_t seed)
+/* Units admitted on key at `at` by `threads` chargers, with a flipper
+ * beside them if flips (its policy: pol). */
+static uint64_t race(sluice_t *l, const char *key, uint64_t at, unsigned threads, uint64_t seed,
+                     const struct sluice_policy *pol, bool flips)
 {
     struct worker w[16];
+    struct flipper f = {.l = l, .pol = *pol};
     atomic_int go = 0;
-    pthread_t th[16];
+    pthread_t th[16], ft;
     uint64_t total = 0;
+
+    if (flips && pthread_create(&ft, NULL, flip, &f) != 0) {
+        perror("pthread_create");
+        exit(1);
+    }
 
     for (unsigned i = 0; i < threads; i++) {
         w[i] = (struct worker){.l = l, .key = key, .at = at, .rng = seed * 31 + i, .go = &go};
@@ -102,6 +141,10 @@ static uint64_t race(sluice_t *l, const char *key, uint64_t at, unsigned threads
     for (unsigned i = 0; i < threads; i++) {
         pthread_join(th[i], NULL);
         total += w[i].admitted;
+    }
+    if (flips) {
+        atomic_store(&f.stop, 1);
+        pthread_join(ft, NULL);
     }
     return total;
 }
@@ -128,12 +171,12 @@ int main(int argc, char **argv)
         l = t_create(&cfg);
         /* one thread first: exactly N, by both paths at random */
         snprintf(key, sizeof(key), "serial%" PRIu64, r);
-        got = race(l, key, at, 1, r);
+        got = race(l, key, at, 1, r, &cfg.policy, false);
         if (got != N && serial_bad++ < 4)
             fprintf(stderr, "pair_race: round %" PRIu64 ": one thread admitted %" PRIu64
                             " of %u\n", r, got, N);
         snprintf(key, sizeof(key), "k%" PRIu64, r);
-        got = race(l, key, at, threads, r + 1);
+        got = race(l, key, at, threads, r + 1, &cfg.policy, (r & 8) != 0);
         if (got > N && over++ < 4)
             fprintf(stderr, "pair_race: round %" PRIu64 " (limit %u binds): %" PRIu64
                             " admitted of %u\n", r, (unsigned)(r & 1), got, N);
