@@ -104,7 +104,6 @@ void __tsan_release(void *addr);
  * the assembly gives (acquire and release on the pair).
  */
 #if defined(__x86_64__) && defined(CK_F_PR_CAS_64_2_VALUE)
-#define SL_HAVE_CAS_PAIR 1
 #include <cpuid.h>
 static inline bool sl_cas_pair_acqrel(sl_aword *w, uint64_t seen[2], const uint64_t next[2])
 {
@@ -137,11 +136,13 @@ static inline bool sl_cas_pair_usable(void)
     return k == 2;
 }
 #else
-#define SL_HAVE_CAS_PAIR 0
+#include <stdlib.h>
 static inline bool sl_cas_pair_acqrel(sl_aword *w, uint64_t seen[2], const uint64_t next[2])
 {
+    /* never called (sl_cas_pair_usable says so): a failure for ever would
+     * loop its caller for ever, so stop loudly instead */
     (void)w, (void)seen, (void)next;
-    return false; /* never called: sl_cas_pair_usable says so */
+    abort();
 }
 
 static inline bool sl_cas_pair_usable(void)
