@@ -12,10 +12,11 @@
  * (no result) or the general path (a result asked for) at random, until
  * all of them have seen the key refuse.  In half the rounds a thread sets
  * the same policy again and again meanwhile, so that the key is frozen
- * and moved to each new default (its state carried) under the charges.  No serial order admits more than N; one thread
- * alone admits exactly N, by either path, and is refused the next.  The
- * binding limit is limit 0 in half the rounds and limit 1 in the other
- * half, of each one-word algorithm, so a lost update on either word shows.
+ * and moved to each new default (its state carried) under the charges.
+ * No serial order admits more than N units; one thread alone admits
+ * exactly N, by either path, and is then refused.  The binding limit is
+ * limit 0 in half the rounds and limit 1 in the other half, of each
+ * one-word algorithm, so a lost update on either word shows.
  * Usage: pair_race [scale] [threads]
  */
 #include <sched.h>
