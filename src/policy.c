@@ -72,7 +72,7 @@ int sl_policy_new(const struct sluice_policy *def, bool is_override, struct sl_p
 
     if (def == NULL || def->nlimits == 0 || def->nlimits > SLUICE_MAX_LIMITS)
         return -EINVAL;
-    p = sl_calloc(NULL, sizeof(*p));
+    p = sl_calloc(NULL, sizeof(*p) + def->nlimits * sizeof(p->lim[0]));
     if (p == NULL)
         return -ENOMEM;
     p->min_cap = UINT64_MAX;

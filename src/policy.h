@@ -79,7 +79,10 @@ struct sl_policy {
     bool pair_cas;
     sl_aword *zero_w;           /* nwords zero words: the state of an absent key */
     struct sluice_policy def;
-    struct sl_lim lim[SLUICE_MAX_LIMITS];
+    /* nlimits of them: a process compiles one policy per override slot it
+     * meets and retires one per slot reused, so its size is what an
+     * override churn holds (test/policy_churn.c) */
+    struct sl_lim lim[];
 };
 
 int sl_limit_compile(struct sl_lim *lim, const struct sluice_limit *def);
