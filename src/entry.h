@@ -196,6 +196,34 @@ static inline uint64_t sl_decide_time(uint64_t lastw, const struct sl_policy *po
     return (int64_t)(now - last) < 0 || (pol->absolute && now < last) ? last : now;
 }
 
+/*
+ * sl_decide_time by branches, never a conditional move, for the lean
+ * paths: a call is nearly always at or after its key's latest admission,
+ * so the predicted branches let the decision run at `now` while the
+ * entry's line (lastw) is still on its way.  As a data dependence, the
+ * time waited on that miss, and at 2^20 keys the whole stacked decision
+ * with it (doc/BENCHMARKS.md, sixteenth round).  Each test is its own
+ * branch, the fewest instructions on lastw before it: one combined test
+ * cost about 20% there.  Each branch is taken on every case where
+ * sl_decide_time might not return now, and then returns what it returns.
+ */
+static inline uint64_t sl_decide_time_predicted(uint64_t lastw, const struct sl_policy *pol,
+                                                uint64_t now)
+{
+    uint64_t last = lastw - 1;
+
+    if (__builtin_expect(lastw != 0 && (int64_t)(now - last) < 0, 0)) {
+        __asm__ volatile(""); /* a side effect: no conditional move */
+        return sl_decide_time(lastw, pol, now);
+    }
+    /* pol->absolute is read while the line is on its way */
+    if (__builtin_expect(pol->absolute && lastw != 0 && now < last, 0)) {
+        __asm__ volatile("");
+        return sl_decide_time(lastw, pol, now);
+    }
+    return now;
+}
+
 /* t less d as a floor for last_ns, never below 0: a floor past the wrap
  * would read as a time before it (sl_decide_time) under a policy that
  * reads times absolutely, the key's now or after a policy change (on a

@@ -35,6 +35,16 @@ void sl_assert_fail(const char *cond, const char *file, int line) __attribute__(
 #define SL_ASSERT(cond) ((void)0)
 #endif
 
+/* The same pointer, of an origin the compiler no longer knows: after
+ * `if (a == sl_opaque(b))` it cannot replace b's later uses by a, so what
+ * is loaded through b never waits on the load that produced a (the lean
+ * path's policy, doc/BENCHMARKS.md, sixteenth round). */
+static inline const void *sl_opaque(const void *p)
+{
+    __asm__("" : "+r"(p));
+    return p;
+}
+
 #define SL_CACHELINE 64
 #define SL_ALIGNED __attribute__((aligned(SL_CACHELINE)))
 
