@@ -339,8 +339,10 @@ static void noscript(void)
     fake_stop();
 }
 
-/* The reply 3 ms after a 10 ms timeout: an outage every time (one call
- * delayed by scheduling past the reply is tolerated). */
+/* The reply 3 ms after a 10 ms timeout: an outage every time.  A caller
+ * woken more than 3 ms after its deadline finds the reply there and may
+ * take it, which a loaded machine does now and then, so 4 of 20 are
+ * tolerated; the rounded-up timeout this guards admitted all of them. */
 static void late(void)
 {
     const uint64_t timeout = 10000000;
@@ -350,14 +352,14 @@ static void late(void)
 
     fake_start(LATE);
     t = tier_to_fake(timeout, 1);
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 20; i++) {
         int rc = sluice_redis_acquire(t, "late", 4, 1, &r);
 
         admitted += rc == SLUICE_ALLOW && !(r.flags & SLUICE_REDIS_F_FAILED_OPEN);
         usleep(5000); /* the fake server is done with the last connection */
     }
-    CHECK(admitted <= 1);
-    printf("late: replies 13 ms after the request, timeout 10 ms: %d of 10 admitted\n",
+    CHECK(admitted <= 4);
+    printf("late: replies 13 ms after the request, timeout 10 ms: %d of 20 admitted\n",
            admitted);
     sluice_redis_destroy(t);
     fake_stop();

@@ -454,6 +454,13 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
 static void redis_stopped(void)
 {
     enum { N = 8 };
@@ -461,7 +468,8 @@ static void redis_stopped(void)
     struct sluice_redis_config cfg;
     struct waiter w[N];
     sluice_redis_t *t;
-    uint64_t worst = 0;
+    uint64_t worst = 0, waits[3 * N], median;
+    int nwaits = 0;
 
     sluice_redis_config_init(&cfg);
     cfg.port = port;
@@ -478,15 +486,20 @@ static void redis_stopped(void)
         for (int i = 0; i < N; i++) {
             CHECK_EQ(w[i].rc, SLUICE_DENY);
             worst = w[i].waited > worst ? w[i].waited : worst;
+            waits[nwaits++] = w[i].waited;
         }
         usleep(2000);
     }
     kill(server, SIGCONT);
-    /* four times the timeout: scheduling slack on a loaded 2-core machine
-     * (2x failed once there), still half of N = 8 queued timeouts */
-    CHECK(worst <= 4 * timeout * slow_factor());
-    printf("redis stopped: %d callers x 3, longest wait %.1f ms (timeout %.0f ms)\n", N,
-           (double)worst / 1e6, (double)timeout / 1e6);
+    qsort(waits, (size_t)nwaits, sizeof(waits[0]), cmp_u64);
+    median = waits[nwaits / 2];
+    /* the median wait: callers queued behind each other's timeouts wait
+     * about N/2 = 4 of them at the median, where a caller preempted on a
+     * loaded 2-core machine moves only the longest (a bound of 2x on the
+     * longest failed once there) */
+    CHECK(median <= 2 * timeout * slow_factor());
+    printf("redis stopped: %d callers x 3, median wait %.1f ms, longest %.1f ms (timeout %.0f ms)\n",
+           N, (double)median / 1e6, (double)worst / 1e6, (double)timeout / 1e6);
     sluice_redis_destroy(t);
 }
 
