@@ -11,16 +11,6 @@
 #include "internal.h"
 #include "policy.h"
 
-static uint64_t t_rng = 0x2545f4914f6cdd1du;
-
-static uint64_t t_next(void)
-{
-    t_rng ^= t_rng << 13;
-    t_rng ^= t_rng >> 7;
-    t_rng ^= t_rng << 17;
-    return t_rng;
-}
-
 static unsigned long checked, wrong;
 
 static void check_pair(const struct sl_policy *pol, uint64_t lastw, uint64_t now)
@@ -42,6 +32,7 @@ int main(int argc, char **argv)
     const uint64_t deltas[] = {0, 1, 2, 3, half - 2, half - 1, half, half + 1, half + 2};
     unsigned long rounds = (unsigned long)(2000000 * t_scale(argc, argv)) + 1000;
     static struct sl_policy gcra, absolute; /* only `absolute` is read */
+    uint64_t rng = 0x2545f4914f6cdd1du;
     const struct sl_policy *pol[2] = {&gcra, &absolute};
 
     absolute.absolute = true;
@@ -55,8 +46,8 @@ int main(int argc, char **argv)
                 check_pair(pol[k], lasts[i], UINT64_MAX - deltas[j]);
             }
         for (unsigned long r = 0; r < rounds; r++) {
-            uint64_t lastw = t_next(), near = lastw + (t_next() % 2001) - 1000;
-            check_pair(pol[k], lastw, t_next());
+            uint64_t lastw = t_rand(&rng), near = lastw + (t_rand(&rng) % 2001) - 1000;
+            check_pair(pol[k], lastw, t_rand(&rng));
             check_pair(pol[k], lastw, near);
             check_pair(pol[k], lastw, near ^ half);
         }
