@@ -78,7 +78,7 @@ static void sl_tsc_pair(uint64_t *ns, uint64_t *tsc)
 static void sl_tsc_calibrate(void)
 {
     struct timespec nap = {0, 20 * 1000 * 1000};
-    uint64_t ns0, tsc0, ns1, tsc1;
+    uint64_t ns0 = 0, tsc0 = 0, ns1 = 0, tsc1 = 0; /* set by sl_tsc_pair: said for -O3 */
 
     if (!sl_tsc_invariant())
         return;
