@@ -172,19 +172,39 @@ sl_acquire_lean_on(struct sl_thread *t, struct sluice *l, const void *key, size_
  * stale test (sl_policy_stale_private, after it) decides, as before.
  */
 static inline __attribute__((always_inline)) int
-sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
-                uint64_t cost, uint64_t now)
+sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                   uint64_t cost, uint64_t now, const struct sl_policy *cur, struct sl_shard *s,
+                   uint64_t h)
 {
-    /* acquire: the policy's limits as published */
-    const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-    uint64_t h = sl_hash_inline(&l->hkey, key, len);
-    struct sl_entry *e = sl_table_find(sl_shard_of(l, h), h, key, len);
+    struct sl_entry *e = sl_table_find(s, h, key, len);
 
     if (e == NULL)
         return -EAGAIN;
     if (__builtin_expect(e->pol == sl_opaque(cur), 1))
         return sl_acquire_lean_on(t, l, key, len, cost, now, e, cur);
     return sl_acquire_lean_on(t, l, key, len, cost, now, e, e->pol);
+}
+
+static inline __attribute__((always_inline)) int
+sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                uint64_t cost, uint64_t now)
+{
+    /* acquire: the policy's limits as published */
+    const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    uint64_t h = sl_hash_inline(&l->hkey, key, len);
+
+    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, sl_shard_of(l, h), h);
+}
+
+/* internal.h */
+int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                           uint64_t cost, uint64_t now, struct sl_shard *s, uint64_t h)
+{
+    /* acquire: as sl_acquire_lean's */
+    const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+
+    SL_ASSERT(l->shm == NULL && sl_epoch_active(t));
+    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
 }
 
 /* The lean path in its own epoch section; the general path where it

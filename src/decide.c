@@ -280,8 +280,8 @@ static int sl_decide_keys(const struct sluice_key *keys, size_t n, uint64_t cost
  * a step changed here, in sl_charge_one or in sl_decide_once for one key
  * changes there as well.
  */
-static int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
-                           struct sluice_result *res)
+int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
+                    struct sluice_result *res)
 {
     size_t frozen;
     int rc;
@@ -337,94 +337,4 @@ int sl_acquire_all_general(const struct sluice_key *keys, size_t n, uint64_t cos
                            struct sluice_result *res)
 {
     return sl_decide_keys(keys, n, cost, now_ns, true, res);
-}
-
-/*
- * The batch: each request decided exactly as sluice_acquire_at would, in
- * order, in two prefetch stages so the cache misses of consecutive keys
- * overlap: while request i is decided, the key of request i +
- * SL_BATCH_AHEAD is hashed and its slot line fetched, and the slot line of
- * request i + SL_BATCH_ENTRY, arrived by then, names the entry to fetch.
- * One epoch section per SL_BATCH_SECTION requests: a section held for a
- * whole batch of any length would stop every thread's reclamation
- * meanwhile.  The ring's targets stay valid across the break: they hold
- * the key, hash and shard, not entries (a fetched entry is only a hint).
- */
-#define SL_BATCH_AHEAD 8
-#define SL_BATCH_ENTRY 4
-#define SL_BATCH_SECTION 256
-
-static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struct sl_target *g)
-{
-    g->s = NULL;
-    if (sl_key_check(l, q->key, q->len) != 0)
-        return; /* decided (refused) without a lookup */
-    sl_target_init(g, l, q->key, q->len);
-    if (g->s != NULL)
-        sl_table_prefetch(g->s, g->h);
-}
-
-static void sl_batch_fetch_entry(const struct sl_target *g)
-{
-    if (g->s != NULL)
-        sl_table_prefetch_entry(g->s, g->h);
-}
-
-int sluice_acquire_batch(sluice_t *l, const struct sluice_req *reqs, size_t n, uint64_t now_ns,
-                         int *rcs, struct sluice_result *res)
-{
-    struct sl_target ring[SL_BATCH_AHEAD];
-    struct sl_thread *t;
-    unsigned shm = 0;
-
-    if (l == NULL || (n > 0 && (reqs == NULL || rcs == NULL)))
-        return -EINVAL;
-    if (n == 0)
-        return 0;
-    if ((t = sl_thread_get()) == NULL) {
-        for (size_t i = 0; i < n; i++)
-            rcs[i] = -ENOMEM;
-        return 0;
-    }
-    sl_epoch_begin(t);
-    if (l->shm != NULL)
-        shm = sl_shm_enter(l);
-    for (size_t i = 0; i < n && i < SL_BATCH_AHEAD; i++)
-        sl_batch_prepare(l, &reqs[i], &ring[i]);
-    for (size_t i = 0; i < n && i < SL_BATCH_ENTRY; i++)
-        sl_batch_fetch_entry(&ring[i]);
-    for (size_t i = 0; i < n; i++) {
-        const struct sluice_req *q = &reqs[i];
-        struct sluice_result *r = res != NULL ? &res[i] : NULL;
-        int rc = sl_key_check(l, q->key, q->len);
-
-        if (rc == 0) {
-            rc = sl_acquire_fast(t, &ring[i % SL_BATCH_AHEAD], q->cost, now_ns, r);
-            if (rc == -EAGAIN) {
-                struct sluice_key k = {.limiter = l, .key = q->key, .len = q->len};
-                if (l->shm != NULL) /* it may wait for the file's epoch: outside our section */
-                    sl_shm_leave(l, shm);
-                rc = sl_decide_keys(&k, 1, q->cost, now_ns, true, r); /* nests the section */
-                if (l->shm != NULL)
-                    shm = sl_shm_enter(l);
-            }
-        }
-        rcs[i] = rc;
-        if (i % SL_BATCH_SECTION == SL_BATCH_SECTION - 1) {
-            if (l->shm != NULL)
-                sl_shm_leave(l, shm);
-            sl_epoch_end(t); /* let reclamation move on */
-            sl_epoch_begin(t);
-            if (l->shm != NULL)
-                shm = sl_shm_enter(l);
-        }
-        if (i + SL_BATCH_AHEAD < n)
-            sl_batch_prepare(l, &reqs[i + SL_BATCH_AHEAD], &ring[i % SL_BATCH_AHEAD]);
-        if (i + SL_BATCH_ENTRY < n)
-            sl_batch_fetch_entry(&ring[(i + SL_BATCH_ENTRY) % SL_BATCH_AHEAD]);
-    }
-    if (l->shm != NULL)
-        sl_shm_leave(l, shm);
-    sl_epoch_end(t);
-    return 0;
 }

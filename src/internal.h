@@ -357,6 +357,17 @@ static inline void sl_stat_add(struct sluice *l, const struct sl_thread *t, bool
  * lean path (acquire.c) does not take. */
 int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
                        struct sluice_result *res);
+/* A single key's fast pass (decide.c): g present under the policy in
+ * force, decided in one lookup and one charge; -EAGAIN with nothing
+ * charged otherwise.  In an epoch section; sl_acquire_general's first
+ * step, and acquire_batch's for each request it prefetched. */
+int sl_acquire_fast(struct sl_thread *t, struct sl_target *g, uint64_t cost, uint64_t now,
+                    struct sluice_result *res);
+/* The lean path (acquire.c) on a key already hashed (h, its shard s), in
+ * the caller's epoch section: a private limiter's present key with no
+ * result, -EAGAIN with nothing charged for what it declines. */
+int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
+                           uint64_t cost, uint64_t now, struct sl_shard *s, uint64_t h);
 /* sluice_acquire_all of 1..SL_MAX_KEYS keys (checked) by the general
  * path: what the lean path (acquire_all.c) does not take. */
 #define SL_MAX_KEYS 16
