@@ -244,31 +244,49 @@ static sluice_redis_t *tier_to_fake(uint64_t timeout, unsigned conns)
     return t;
 }
 
-/* A late answer is an outage, within the bound (generous slack: the point
- * is "not the whole drip", 390 ms). */
-static void check_outage(const char *what, int rc, const struct sluice_result *r, uint64_t waited,
-                         uint64_t timeout)
+/* How many times a scenario runs at most until every wait in one run is
+ * within the bound.  A wait that the deadline does not bound (the whole
+ * drip, 390 ms; a leader's stall, 1 s) is long in every run, where a
+ * loaded machine that wakes a caller late does so now and then: the bound
+ * is judged on the best run, and each run's decisions on their own. */
+enum { RUNS = 5 };
+
+/* A late answer is an outage (checked), within the bound (returned;
+ * generous slack: the point is "not the whole drip"). */
+static int check_outage(const char *what, int rc, const struct sluice_result *r, uint64_t waited,
+                        uint64_t timeout)
 {
     CHECK_EQ(rc, SLUICE_DENY);
     CHECK_EQ(r->flags & SLUICE_REDIS_F_FAILED_CLOSED, SLUICE_REDIS_F_FAILED_CLOSED);
-    /* the bound itself only where the machine's time is the test's own:
-     * sanitizer runs (scaled down) share it with slower builds */
-    CHECK(slow_factor() > 1 || waited <= timeout + timeout / 8 + 60000000);
     if (rc != SLUICE_DENY || !(r->flags & SLUICE_REDIS_F_FAILED_CLOSED))
         fprintf(stderr, "%s: rc %d flags 0x%x after %.1f ms (timeout %.1f ms): not an outage\n",
                 what, rc, r->flags, (double)waited / 1e6, (double)timeout / 1e6);
+    /* the bound itself only where the machine's time is the test's own:
+     * sanitizer runs (scaled down) share it with slower builds */
+    return slow_factor() > 1 || waited <= timeout + timeout / 8 + 60000000;
 }
 
-/* One call that must be an outage within the bound; returns its wait. */
+/* The best run's longest wait was within the bound. */
+static void check_bounded(const char *what, int within, int runs, uint64_t worst, uint64_t timeout)
+{
+    CHECK(within);
+    if (!within)
+        fprintf(stderr, "%s: a wait past %.1f ms in each of %d runs (the best run's longest: "
+                "%.1f ms)\n", what, (double)(timeout + timeout / 8 + 60000000) / 1e6, runs,
+                (double)worst / 1e6);
+}
+
+/* One call that must be an outage; returns its wait, *within cleared if
+ * that is past the bound. */
 static uint64_t timed_outage(sluice_redis_t *t, const char *what, const char *key,
-                             uint64_t timeout)
+                             uint64_t timeout, int *within)
 {
     struct sluice_result r;
     uint64_t t0 = mono();
     int rc = sluice_redis_acquire(t, key, strlen(key), 1, &r);
     uint64_t w = mono() - t0;
 
-    check_outage(what, rc, &r, w, timeout);
+    *within &= check_outage(what, rc, &r, w, timeout);
     return w;
 }
 
@@ -299,22 +317,28 @@ static void drip(void)
     sluice_redis_t *t;
     struct caller c[4];
     uint64_t worst = 0;
+    int run, within = 0;
 
     fake_start(DRIP);
     t = tier_to_fake(timeout, 1);
-    for (int i = 0; i < 2; i++) {
-        uint64_t w = timed_outage(t, "drip", "drip", timeout);
-        worst = w > worst ? w : worst;
+    for (run = 0; run < RUNS && !within; run++) {
+        within = 1;
+        worst = 0;
+        for (int i = 0; i < 2; i++) {
+            uint64_t w = timed_outage(t, "drip", "drip", timeout, &within);
+            worst = w > worst ? w : worst;
+        }
+        for (int i = 0; i < 4; i++)
+            c[i] = (struct caller){.t = t, .key = "drip"};
+        t_run_threads(4, caller_main, c, sizeof(c[0]));
+        for (int i = 0; i < 4; i++) {
+            within &= check_outage("drip, 4 callers", c[i].rc, &c[i].res, c[i].waited, timeout);
+            worst = c[i].waited > worst ? c[i].waited : worst;
+        }
     }
-    for (int i = 0; i < 4; i++)
-        c[i] = (struct caller){.t = t, .key = "drip"};
-    t_run_threads(4, caller_main, c, sizeof(c[0]));
-    for (int i = 0; i < 4; i++) {
-        check_outage("drip, 4 callers", c[i].rc, &c[i].res, c[i].waited, timeout);
-        worst = c[i].waited > worst ? c[i].waited : worst;
-    }
-    printf("drip: a byte per 20 ms, timeout 50 ms: 6 calls, longest wait %.1f ms\n",
-           (double)worst / 1e6);
+    check_bounded("drip", within, run, worst, timeout);
+    printf("drip: a byte per 20 ms, timeout 50 ms: 6 calls, longest wait %.1f ms (run %d)\n",
+           (double)worst / 1e6, run);
     sluice_redis_destroy(t);
     fake_stop();
 }
@@ -325,16 +349,22 @@ static void noscript(void)
     const uint64_t timeout = 50000000;
     sluice_redis_t *t;
     uint64_t worst = 0;
+    int run, within = 0;
 
     fake_start(NOSCRIPT);
     t = tier_to_fake(timeout, 1);
-    for (int i = 0; i < 3; i++) {
-        uint64_t w = timed_outage(t, "noscript", "ns", timeout);
-        worst = w > worst ? w : worst;
-        usleep(2000);
+    for (run = 0; run < RUNS && !within; run++) {
+        within = 1;
+        worst = 0;
+        for (int i = 0; i < 3; i++) {
+            uint64_t w = timed_outage(t, "noscript", "ns", timeout, &within);
+            worst = w > worst ? w : worst;
+            usleep(2000);
+        }
     }
-    printf("noscript: three 30 ms reads, timeout 50 ms: 3 calls, longest wait %.1f ms\n",
-           (double)worst / 1e6);
+    check_bounded("noscript", within, run, worst, timeout);
+    printf("noscript: three 30 ms reads, timeout 50 ms: 3 calls, longest wait %.1f ms (run %d)\n",
+           (double)worst / 1e6, run);
     sluice_redis_destroy(t);
     fake_stop();
 }
@@ -375,10 +405,14 @@ static void stall_handler(int sig)
 
 /* X leads alone (answered at 100 ms); Y and Z queue meanwhile, and go out
  * together with the first of them leading; that leader's thread is held up
- * 1 s by a signal.  The other waits no longer than its own deadline. */
-static void stall(void)
+ * 1 s by a signal.  The other waits no longer than its own deadline.  One
+ * run: 1 if the follower's wait was within the bound, *designed set if the
+ * two went out together (the wait is then in *waited). */
+static const uint64_t stall_timeout = 300000000;
+
+static int stall_once(int *designed, uint64_t *waited)
 {
-    const uint64_t timeout = 300000000;
+    const uint64_t timeout = stall_timeout;
     struct sigaction sa;
     sluice_redis_t *t;
     struct caller c[3];
@@ -387,7 +421,7 @@ static void stall(void)
     struct pollfd p;
     char line[256] = "";
     long nkeys = 0;
-    int lead = -1, rc;
+    int lead = -1, rc, within = 0;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = stall_handler; /* no SA_RESTART */
@@ -417,12 +451,14 @@ static void stall(void)
     for (int i = 0; i < 3; i++)
         pthread_join(c[i].self, NULL);
     CHECK_EQ(c[0].rc, SLUICE_ALLOW);
+    *designed = lead > 0;
     if (lead < 0) {
         printf("stall: the two callers did not go out together (\"%s\"): not checked\n", line);
     } else {
         struct caller *f = &c[3 - lead];
 
-        check_outage("follower of a stalled leader", f->rc, &f->res, f->waited, timeout);
+        within = check_outage("follower of a stalled leader", f->rc, &f->res, f->waited, timeout);
+        *waited = f->waited;
         CHECK_EQ(c[lead].rc, SLUICE_DENY);
         sluice_redis_stats(t, &st);
         CHECK_EQ(st.errors, 2); /* each outage counted once */
@@ -444,6 +480,21 @@ static void stall(void)
     fake_stop();
     close(report[0]);
     close(report[1]);
+    return within;
+}
+
+static void stall(void)
+{
+    int designed = 0, judged = 0, within = 0, runs = 0;
+    uint64_t waited = 0;
+
+    while (runs < RUNS && !within) {
+        within = stall_once(&designed, &waited);
+        judged += designed;
+        runs++;
+    }
+    if (judged > 0)
+        check_bounded("stall", within, judged, waited, stall_timeout);
 }
 
 /*
