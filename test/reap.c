@@ -180,11 +180,19 @@ static void *churner(void *arg)
 
 /* The background thread's clock: a day past the machine's uptime, so the
  * churners' times (up to 2 minutes) are old on a machine just booted too
- * (on one up for a minute, CLOCK_MONOTONIC itself left 2,398 keys). */
+ * (on one up for a minute, CLOCK_MONOTONIC itself left 2,398 keys).  Keys
+ * made after one of its passes start at that pass's time, and are old a
+ * period later: the test moves the clock on by an hour once the churners
+ * are done rather than wait for the machine's time to get there.  Only the
+ * background thread reads it here, once before each pass. */
+static _Atomic uint64_t clock_ahead = 86400 * NS_PER_S;
+static atomic_uint_fast64_t clock_reads;
+
 static uint64_t day_ahead_clock(void *ctx)
 {
     (void)ctx;
-    return t_mono() + 86400 * NS_PER_S;
+    atomic_fetch_add(&clock_reads, 1);
+    return t_mono() + atomic_load(&clock_ahead);
 }
 
 static void test_background_reaper(void)
@@ -193,6 +201,7 @@ static void test_background_reaper(void)
                                day_ahead_clock);
     struct worker w[2];
     struct sluice_stats st;
+    uint64_t reads, give_up;
 
     for (unsigned i = 0; i < 2; i++)
         w[i] = (struct worker){l, i, 0, (uint64_t)(100000 * scale) + 20000, NULL, NULL};
@@ -200,11 +209,18 @@ static void test_background_reaper(void)
     sluice_stats(l, &st);
     CHECK(st.reaped > 0);
     CHECK_EQ(st.keys + st.reaped, st.inserted);
-    /* the background thread reaps by the limiter clock, where all is old */
-    for (int i = 0; i < 200 && st.keys > 0; i++) {
-        usleep(10000);
-        sluice_stats(l, &st);
-    }
+    /* the background thread reaps by the limiter clock, where all is old:
+     * the pass that read it first after this has finished once it is read
+     * again.  Counted in passes, not in a wall-clock time a loaded machine
+     * may not give that thread; the give-up is for a thread that does not
+     * run at all (every 10 ms, here). */
+    atomic_fetch_add(&clock_ahead, 3600 * NS_PER_S);
+    reads = atomic_load(&clock_reads);
+    give_up = t_mono() + 30 * NS_PER_S;
+    while (atomic_load(&clock_reads) < reads + 2 && t_mono() < give_up)
+        usleep(1000);
+    CHECK(atomic_load(&clock_reads) >= reads + 2);
+    sluice_stats(l, &st);
     CHECK_EQ(st.keys, 0);
     sluice_destroy(l);
 }
