@@ -157,26 +157,35 @@ static void test_dead_committer(const char *path)
 {
     struct sluice_config cfg = cfg10(64);
     sluice_t *l;
-    uint64_t t0;
+    uint64_t t0, waited, best = UINT64_MAX;
     int status;
     pid_t pid;
 
     l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "c", 1, 3, T, NULL), SLUICE_ALLOW);
     CHECK_EQ(sluice_acquire_at(l, "s", 1, 3, T, NULL), SLUICE_ALLOW);
-    if ((pid = fork()) == 0) {
-        unsigned shm = sl_shm_enter(l);
-        sl_shm_window(l, 0, 1); /* as sl_commits_count does */
-        atomic_fetch_add(&find(l, "c")->committing, 1);
-        (void)shm;
-        raise(SIGKILL);
+    /* The wait is judged on the best of up to 3 deaths: one that waits on
+     * the dead (1 s a key) does in each, where a loaded machine holds the
+     * writer up now and then. */
+    for (int round = 0; round < 3 && best >= 500 * 1000 * 1000; round++) {
+        CHECK_EQ(sluice_acquire_at(l, "c", 1, 3, T, NULL), SLUICE_ALLOW);
+        if ((pid = fork()) == 0) {
+            unsigned shm = sl_shm_enter(l);
+            sl_shm_window(l, 0, 1); /* as sl_commits_count does */
+            atomic_fetch_add(&find(l, "c")->committing, 1);
+            (void)shm;
+            raise(SIGKILL);
+        }
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        alarm(30);
+        t0 = t_mono();
+        CHECK_EQ(sluice_reset(l, "c", 1), 0); /* a writer that meets the count */
+        waited = t_mono() - t0;
+        alarm(0);
+        best = waited < best ? waited : best;
     }
-    waitpid(pid, &status, 0);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK(best < 500 * 1000 * 1000);
     alarm(30);
-    t0 = t_mono();
-    CHECK_EQ(sluice_reset(l, "c", 1), 0); /* a writer that meets the count */
-    CHECK(t_mono() - t0 < 500 * 1000 * 1000);
     CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW); /* reset: fresh */
     /* the corrupt time word: decided, not retried forever (repaired) */
     atomic_store(&find(l, "s")->last_ns, SL_LAST_SEALED);
