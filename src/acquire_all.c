@@ -37,6 +37,33 @@ SL_LEAN_INLINE void sl_lean_count(struct sl_lean_key *k, size_t n, int delta)
                                         memory_order_acq_rel);
 }
 
+/* Key k's time committed (sl_last_commit) and the call's count on it left
+ * at one instant, by one 16-byte CAS of last_ns and the word that holds
+ * committing: one locked instruction where two were.  false: sealed (the
+ * count still held).  Only where sl_cas_pair_usable(). */
+_Static_assert(offsetof(struct sl_entry, last_ns) % 16 == 0 &&
+                   offsetof(struct sl_entry, committing) == offsetof(struct sl_entry, last_ns) + 8,
+               "last_ns and committing: one 16-byte aligned pair");
+_Static_assert(offsetof(struct sl_entry, reserved) == offsetof(struct sl_entry, committing) + 4,
+               "committing the low half of the pair's second word (x86-64, little-endian)");
+SL_LEAN_INLINE bool sl_lean_commit_leave(const struct sl_lean_key *k)
+{
+    sl_aword *pair = &k->e->last_ns;
+    uint64_t enc = sl_last_encode(k->at);
+    uint64_t seen[2] = {sl_load_rlx(&k->e->last_ns),
+                        atomic_load_explicit(&k->e->committing, memory_order_relaxed) |
+                            (uint64_t)k->e->reserved << 32};
+
+    for (;;) {
+        if (seen[0] == SL_LAST_SEALED)
+            return false;
+        uint64_t next[2] = {seen[0] == 0 || (int64_t)(enc - seen[0]) > 0 ? enc : seen[0],
+                            seen[1] - 1};
+        if (sl_cas_pair_acqrel(pair, seen, next))
+            return true;
+    }
+}
+
 /* Every charge of the call taken back (sl_charge_all_back): its counts
  * left first, if it took them. */
 static __attribute__((noinline)) int sl_lean_all_back(struct sl_lean_key *k, size_t n,
@@ -170,6 +197,17 @@ SL_LEAN_INLINE int sl_lean_all_decide(struct sl_lean_key *k, size_t n, uint64_t 
         if (!sl_floor_kept(k[i].e, k[i].at) || sl_policy_stale_private(k[i].l, k[i].pol) ||
             (sl_load_acq(&k[i].e->w[0]) & SL_DEAD))
             return sl_lean_all_back(k, n, cost, now, true);
+    if (sl_cas_pair_usable()) {
+        for (size_t i = 0; i < n; i++) {
+            if (!sl_lean_commit_leave(&k[i])) {
+                sl_lean_count(k + i, n - i, -1); /* keys 0..i-1 left with their commits */
+                return sl_lean_all_back(k, n, cost, now, false);
+            }
+            if (i == 0)
+                SL_TEST_BETWEEN_COMMITS();
+        }
+        return SL_OK;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!sl_last_commit(&k[i].e->last_ns, k[i].at))
             return sl_lean_all_back(k, n, cost, now, true);
