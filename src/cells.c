@@ -5,10 +5,10 @@
  * wait for one cell at most (the one being copied, frozen for a few
  * instructions), never for the whole shard; a copy made first and
  * published after would leave every charge landing meanwhile on the old
- * array, to be lost or carried by a second pass.  Why inline cells are
- * frozen before they are copied: a copy of a live cell is a second place
- * the same key can be charged, and the two together admit up to twice
- * its limit (test/cells.c plants exactly that and sees it).
+ * array, to be lost or carried by a second pass.  Why cells are frozen
+ * before they are copied: a copy of a live cell is a second place the
+ * same key can be charged, and the two together admit up to twice its
+ * limit (test/cells.c plants exactly that and sees it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +26,17 @@ uint64_t sl_cells_cap_for(uint64_t live)
 
 static struct sl_cells *sl_cells_alloc(sl_aword *acct, uint64_t cap)
 {
-    size_t bytes = sizeof(struct sl_cells) + cap * sizeof(struct sl_cell);
+    size_t head = sizeof(struct sl_cells), cells = cap * sizeof(struct sl_cell);
+    size_t bytes = head + cells + cap * sizeof(sl_actrl);
     struct sl_cells *t;
 
+    /* a shard of 2^32 cells is 136 GiB: refused, never wrapped */
     if (cap > UINT32_MAX || (t = sl_alloc_aligned(acct, bytes)) == NULL)
-        return NULL; /* a shard of 2^32 cells is 128 GiB: refused, not wrapped */
+        return NULL;
     memset(t, 0, bytes);
     t->cap = cap;
     t->bytes = (bytes + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
+    t->ctrl = (sl_actrl *)(void *)((char *)t + head + cells);
     atomic_init(&t->prev, NULL);
     return t;
 }
@@ -53,49 +56,42 @@ static void sl_cells_free_cb(ck_epoch_entry_t *e)
     free(e); /* retire is the first member; unaccounted when retired */
 }
 
-/* The first empty cell of h's probe: tombstones are never reused (cells.h). */
-static struct sl_cell *sl_cells_place(struct sl_cells *t, uint64_t h)
+/* Publish a cell at the first empty word of h's probe: tombstones are
+ * never reused (cells.h). */
+static struct sl_cell *sl_cells_put(struct sl_cells *t, uint64_t h, size_t len, const uint64_t k[2],
+                                    uint64_t state, uint64_t last)
 {
     uint64_t i = sl_cells_home(t, h);
+    struct sl_cell *c;
 
     SL_ASSERT(t->used < t->cap);
-    while (sl_meta_kind(sl_load_rlx(&t->cell[i].meta)) != SL_CELL_EMPTY)
+    while (atomic_load_explicit(&t->ctrl[i], memory_order_relaxed) != SL_CTRL_EMPTY)
         i = sl_cells_next(t, i);
-    t->used++;
-    t->live++;
-    return &t->cell[i];
-}
-
-struct sl_cell *sl_cells_insert_inline(struct sl_cells *t, uint64_t h, const void *key,
-                                       unsigned len, uint64_t state, uint32_t gen)
-{
-    struct sl_cell *c = sl_cells_place(t, h);
-    uint64_t k[2];
-
-    sl_cell_key_pack(key, len, k);
+    c = &t->cell[i];
     sl_store_rlx(&c->key[0], k[0]);
     sl_store_rlx(&c->key[1], k[1]);
     sl_store_rlx(&c->state, state);
-    /* release: publishes the words above to a reader that reads the kind */
-    sl_store_rel(&c->meta, sl_meta_make(SL_CELL_INLINE, len, gen));
+    sl_store_rlx(&c->last, last);
+    /* release: publishes the words above to a reader that reads the word */
+    atomic_store_explicit(&t->ctrl[i], sl_ctrl_want(h, len), memory_order_release);
+    t->used++;
+    t->live++;
     return c;
 }
 
-struct sl_cell *sl_cells_insert_indirect(struct sl_cells *t, uint64_t h, uintptr_t entry)
+struct sl_cell *sl_cells_insert(struct sl_cells *t, uint64_t h, const void *key, size_t len,
+                                uint64_t state, uint64_t last)
 {
-    struct sl_cell *c = sl_cells_place(t, h);
+    uint64_t k[2];
 
-    sl_store_rlx(&c->key[0], h);
-    sl_store_rlx(&c->state, (uint64_t)entry);
-    SL_TSAN_RELEASE((void *)entry);
-    sl_store_rel(&c->meta, sl_meta_make(SL_CELL_INDIRECT, 0, 0)); /* as above */
-    return c;
+    sl_cell_key_pack(key, len, k);
+    return sl_cells_put(t, h, len, k, state, last);
 }
 
 bool sl_cell_freeze(struct sl_cell *c, uint64_t was[2])
 {
     was[0] = sl_load_rlx(&c->state);
-    was[1] = sl_load_rlx(&c->meta);
+    was[1] = sl_load_rlx(&c->last);
     for (;;) {
         uint64_t next[2] = {was[0] | SL_DEAD, was[1]};
         if (was[0] & SL_DEAD)
@@ -107,40 +103,26 @@ bool sl_cell_freeze(struct sl_cell *c, uint64_t was[2])
 
 void sl_cells_remove(struct sl_cells *t, struct sl_cell *c)
 {
-    uint64_t m = sl_load_rlx(&c->meta);
-
-    SL_ASSERT(sl_meta_kind(m) == SL_CELL_INDIRECT ||
-              (sl_meta_kind(m) == SL_CELL_INLINE && (sl_load_rlx(&c->state) & SL_DEAD)));
+    SL_ASSERT(sl_load_rlx(&c->state) & SL_DEAD);
     /* release: a reader that sees the tombstone sees the freeze before it */
-    sl_store_rel(&c->meta, (m & ~SL_META_KIND_MASK) | SL_CELL_TOMB);
+    atomic_store_explicit(&t->ctrl[c - t->cell], SL_CTRL_TOMB, memory_order_release);
     t->live--;
 }
 
-/* One live cell of the old array into t (not yet holding its key). */
-static void sl_cells_copy(struct sl_cells *t, struct sl_cell *from, sl_cells_hash_fn *hash,
-                          void *ctx)
+/* Cell j of old into t: frozen first, so that its charges stay in one
+ * place; a cell frozen already belongs to a writer, and writers hold the
+ * lock the migration holds: never seen here. */
+static void sl_cells_copy(struct sl_cells *t, struct sl_cells *old, uint64_t j,
+                          sl_cells_hash_fn *hash, void *ctx)
 {
-    uint64_t m = sl_load_rlx(&from->meta), was[2], k[2];
-    struct sl_cell *c;
-
-    if (sl_meta_kind(m) == SL_CELL_INDIRECT) {
-        (void)sl_cells_insert_indirect(t, sl_load_rlx(&from->key[0]),
-                                       (uintptr_t)sl_load_rlx(&from->state));
-        return;
-    }
-    /* inline: frozen first, so that its charges stay in one place; a cell
-     * frozen already belongs to a writer, and writers hold the lock the
-     * migration holds: not seen here */
+    struct sl_cell *from = &old->cell[j];
+    size_t len = sl_ctrl_len(atomic_load_explicit(&old->ctrl[j], memory_order_relaxed));
+    uint64_t was[2], k[2] = {sl_load_rlx(&from->key[0]), sl_load_rlx(&from->key[1])};
     bool frozen_here = sl_cell_freeze(from, was);
+
     SL_ASSERT(frozen_here);
     (void)frozen_here;
-    k[0] = sl_load_rlx(&from->key[0]);
-    k[1] = sl_load_rlx(&from->key[1]);
-    c = sl_cells_place(t, hash(ctx, k, sl_meta_len(was[1])));
-    sl_store_rlx(&c->key[0], k[0]);
-    sl_store_rlx(&c->key[1], k[1]);
-    sl_store_rlx(&c->state, was[0]);
-    sl_store_rel(&c->meta, was[1]); /* kind INLINE, its time and generation kept */
+    (void)sl_cells_put(t, hash(ctx, k, len), len, k, was[0], was[1]);
 }
 
 int sl_cells_migrate(_Atomic(struct sl_cells *) *cur, sl_aword *acct, uint64_t cap,
@@ -155,11 +137,9 @@ int sl_cells_migrate(_Atomic(struct sl_cells *) *cur, sl_aword *acct, uint64_t c
     /* relaxed: published with t by the release below */
     atomic_store_explicit(&t->prev, old, memory_order_relaxed);
     atomic_store_explicit(cur, t, memory_order_release);
-    for (uint64_t j = 0; j < old->cap; j++) {
-        uint64_t kind = sl_meta_kind(sl_load_rlx(&old->cell[j].meta));
-        if (kind == SL_CELL_INLINE || kind == SL_CELL_INDIRECT)
-            sl_cells_copy(t, &old->cell[j], hash, ctx);
-    }
+    for (uint64_t j = 0; j < old->cap; j++)
+        if (atomic_load_explicit(&old->ctrl[j], memory_order_relaxed) & SL_CTRL_LIVE)
+            sl_cells_copy(t, old, j, hash, ctx);
     /* release: every copy above is in t before a reader stops looking in old */
     atomic_store_explicit(&t->prev, NULL, memory_order_release);
     sl_unaccount(acct, old->bytes);

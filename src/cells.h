@@ -1,11 +1,12 @@
 /*
  * The cell table: the first stage of the one-line layout (doc/DESIGN.md,
- * "One line per decision").  A shard's keys in one open-addressing array
- * of 32-byte cells, two to a cache line.  A cell holds either a whole key
- * of up to 16 bytes with its one state word (inline: a decision reads and
- * writes that one line, and a key costs 32 B / load instead of today's
- * 8-byte slot plus 64-byte entry), or the address of an entry for
- * everything else (indirect: longer keys, stacked limits, overrides).
+ * "One line per decision").  A shard's short keys in one open-addressing
+ * array of 32-byte cells, two to a cache line, each a whole key of up to
+ * 16 bytes with its one state word and its time: a decision on such a key
+ * reads one cell line and one control line (fetched at once), and writes
+ * the cell by one 16-byte CAS.  A key costs 34 B / load instead of
+ * table.c's 8-byte slot plus 64-byte entry.  Longer keys, larger states,
+ * stacked limits and overrides stay entries (table.c).
  *
  * Not yet the limiter's table: the limiter still decides through table.c.
  * This stage is the structure and its concurrency, validated on its own
@@ -15,15 +16,14 @@
  * The rules every user keeps:
  *   - Readers never lock.  They load the shard's array (acquire), probe it,
  *     and, if it is being migrated from an older one (prev), probe that
- *     too.  A cell's kind goes EMPTY -> INLINE or INDIRECT -> TOMB and never
- *     back within one array: a reader holding a cell pointer never finds
+ *     too.  A control word goes empty -> live -> tombstone and never back
+ *     within one array: a reader holding a cell pointer never finds
  *     another key there (so removed cells are not reused until the array
  *     itself is retired; they count as used and a migration drops them).
- *   - An inline cell's state and meta words change together by one 16-byte
- *     CAS (sl_cell_commit): a decision's charge and its coarse time at
- *     once, one locked instruction.  A writer freezes a cell by the same
- *     CAS setting SL_DEAD in state; a charge racing it either lands first
- *     (the writer carries it) or fails.
+ *   - A cell's state and last change together by one 16-byte CAS
+ *     (sl_cell_commit).  A writer freezes a cell by the same CAS setting
+ *     SL_DEAD in state, before it copies or removes the cell; a charge
+ *     racing it either lands first (the writer carries it) or fails.
  *   - Writers (insert, remove, migrate) hold the shard's lock and are in
  *     an epoch section; what they unpublish goes to the epoch.
  *
@@ -37,26 +37,36 @@
 
 #define SL_CELL_KEY_MAX 16u
 
-enum sl_cell_kind { SL_CELL_EMPTY = 0, SL_CELL_INLINE = 1, SL_CELL_INDIRECT = 2, SL_CELL_TOMB = 3 };
+/*
+ * A cell's control word, in an array beside the cells (cells.h's top):
+ * 0 empty, 1 a tombstone, else SL_CTRL_LIVE | key length << 10 | 10 bits
+ * of the hash.  A probe walks control words (32 to a line) and reads a
+ * cell only where its word matches; the line of the cell is fetched
+ * together with the control word's (both addresses follow from the home,
+ * none from a load), so a lookup waits for one miss, as the floor's tag
+ * and state arrays do.
+ */
+#define SL_CTRL_EMPTY 0u
+#define SL_CTRL_TOMB 1u
+#define SL_CTRL_LIVE 0x8000u
 
 /*
- * meta: kind (2 bits) | key length (5) | policy generation (24) | spare (1)
- * | coarse time of the latest admission (32: 1 + t >> SL_CELL_LAST_SHIFT,
- * 0 none; modulo 2^32 units, about 52 days at 2^20 ns a unit).
+ * state and last are the pair one 16-byte CAS writes: a decision's charge
+ * and its exact time together (last as entry.h's last_ns: 1 + the time, 0
+ * none), one locked instruction.  A coarser time would not do: a key moved
+ * to an entry (a policy change, an override) must carry the exact time of
+ * its latest admission, or a window boundary within the lost precision
+ * could be crossed twice (two windows' worth admitted where a serial
+ * order gives one).
  */
-#define SL_META_KIND_MASK UINT64_C(3)
-#define SL_META_LEN_SHIFT 2
-#define SL_META_GEN_SHIFT 7
-#define SL_META_GEN_MASK ((UINT64_C(1) << 24) - 1)
-#define SL_META_LAST_SHIFT 32
-#define SL_CELL_LAST_SHIFT 20
-
 struct sl_cell {
-    sl_aword state;  /* inline: the limit's word, SL_DEAD once frozen; indirect: entry address */
-    sl_aword meta;   /* with state, the pair one CAS writes */
-    sl_aword key[2]; /* inline: the key, zero-padded; indirect: key[0] the key's hash */
+    sl_aword state;  /* the limit's word; SL_DEAD once frozen */
+    sl_aword last;
+    sl_aword key[2]; /* the key, zero-padded */
 } __attribute__((aligned(32)));
 _Static_assert(sizeof(struct sl_cell) == 32, "two cells to a cache line");
+
+typedef _Atomic uint16_t sl_actrl;
 
 struct sl_cells {
     ck_epoch_entry_t retire;
@@ -66,47 +76,27 @@ struct sl_cells {
     _Atomic(struct sl_cells *) prev;
     uint64_t cap;   /* cells; any number (homes by multiply-shift, not a mask) */
     uint64_t used;  /* writers': cells not empty (live and tombstones) */
-    uint64_t live;  /* writers': inline and indirect cells */
+    uint64_t live;  /* writers': live cells */
     size_t bytes;   /* as accounted */
-    struct sl_cell cell[];
+    sl_actrl *ctrl; /* cap words, after the cells in the same block */
+    struct sl_cell cell[] __attribute__((aligned(64)));
 };
 
-/* The hash of an inline cell's key, for a migration (the table does not
- * hold the hash key). */
+/* The hash of a cell's key, for a migration (the table does not hold the
+ * hash key). */
 typedef uint64_t sl_cells_hash_fn(void *ctx, const void *key, size_t len);
 
-static inline uint64_t sl_meta_kind(uint64_t m) { return m & SL_META_KIND_MASK; }
-static inline unsigned sl_meta_len(uint64_t m) { return (unsigned)(m >> SL_META_LEN_SHIFT) & 31u; }
-static inline uint32_t sl_meta_gen(uint64_t m)
+static inline uint16_t sl_ctrl_want(uint64_t h, size_t len)
 {
-    return (uint32_t)((m >> SL_META_GEN_SHIFT) & SL_META_GEN_MASK);
+    return (uint16_t)(SL_CTRL_LIVE | (unsigned)len << 10 | (unsigned)((h >> 32) & 0x3ffu));
 }
 
-static inline uint64_t sl_meta_make(enum sl_cell_kind kind, unsigned len, uint32_t gen)
+static inline unsigned sl_ctrl_len(uint16_t cw)
 {
-    return (uint64_t)kind | (uint64_t)len << SL_META_LEN_SHIFT |
-           ((uint64_t)gen & SL_META_GEN_MASK) << SL_META_GEN_SHIFT;
+    return (cw >> 10) & 31u;
 }
 
-/* The coarse time meta carries for t (never 0: 0 is "none"). */
-static inline uint64_t sl_meta_last_unit(uint64_t t)
-{
-    uint32_t u = (uint32_t)(t >> SL_CELL_LAST_SHIFT) + 1;
-
-    return u != 0 ? u : 1;
-}
-
-/* meta with its coarse time raised to t's, in modular order (never lowered). */
-static inline uint64_t sl_meta_with_last(uint64_t m, uint64_t t)
-{
-    uint32_t was = (uint32_t)(m >> SL_META_LAST_SHIFT), u = (uint32_t)sl_meta_last_unit(t);
-
-    if (was != 0 && (int32_t)(u - was) <= 0)
-        return m;
-    return (m & ((UINT64_C(1) << SL_META_LAST_SHIFT) - 1)) | (uint64_t)u << SL_META_LAST_SHIFT;
-}
-
-/* A key of up to 16 bytes as the two words an inline cell compares. */
+/* A key of up to 16 bytes as the two words a cell compares. */
 static inline void sl_cell_key_pack(const void *key, size_t len, uint64_t k[2])
 {
     unsigned char b[16] = {0};
@@ -119,7 +109,7 @@ static inline void sl_cell_key_pack(const void *key, size_t len, uint64_t k[2])
 
 /* A shard's home for h: multiply-shift on h's low 32 bits (its top bits
  * chose the shard), so any capacity works and none is rounded up to a
- * power of two (what keeps 2^20 keys near 43 B each, not 64). */
+ * power of two (what keeps 2^20 keys near 45 B each, not 68). */
 static inline uint64_t sl_cells_home(const struct sl_cells *t, uint64_t h)
 {
     return ((h & UINT32_MAX) * t->cap) >> 32;
@@ -130,77 +120,40 @@ static inline uint64_t sl_cells_next(const struct sl_cells *t, uint64_t i)
     return i + 1 < t->cap ? i + 1 : 0;
 }
 
-/*
- * A probe of one array: from h's home to the empty cell that ends it,
- * stopping at each candidate (an inline cell holding the key, or an
- * indirect one whose hash is h: the caller compares the entry's key).
- * *meta is the candidate's meta as read (acquire: the cell's other words
- * were written before it).  NULL at the end of the probe.
- */
-struct sl_cells_probe {
-    struct sl_cells *t;
-    uint64_t i, left; /* the next cell to read; cells not yet read */
-};
-
-static inline void sl_cells_probe_start(struct sl_cells_probe *p, struct sl_cells *t, uint64_t h)
-{
-    p->t = t;
-    p->i = sl_cells_home(t, h);
-    p->left = t->cap;
-}
-
+/* h's cell in one array, or NULL at the end of its probe.  Acquire on the
+ * control word: the cell's words were written before it. */
 static inline __attribute__((always_inline)) struct sl_cell *
-sl_cells_probe_next(struct sl_cells_probe *p, uint64_t h, const uint64_t k[2], unsigned len,
-                    uint64_t *meta)
+sl_cells_probe(struct sl_cells *t, uint64_t h, const uint64_t k[2], uint16_t want)
 {
-    /* left: a full array of tombstones still ends (migrations keep a
+    uint64_t i = sl_cells_home(t, h);
+
+    /* left: a full array of tombstones still ends (a migration leaves a
      * quarter empty; this is the bound, not the common case) */
-    for (; p->left != 0; p->left--) {
-        struct sl_cell *c = &p->t->cell[p->i];
-        uint64_t m = sl_load_acq(&c->meta);
-        p->i = sl_cells_next(p->t, p->i);
-        switch (sl_meta_kind(m)) {
-        case SL_CELL_EMPTY:
+    for (uint64_t left = t->cap; left != 0; left--, i = sl_cells_next(t, i)) {
+        uint16_t cw = atomic_load_explicit(&t->ctrl[i], memory_order_acquire);
+        struct sl_cell *c = &t->cell[i];
+        if (cw == SL_CTRL_EMPTY)
             return NULL;
-        case SL_CELL_INLINE:
-            if (sl_meta_len(m) == len && sl_load_rlx(&c->key[0]) == k[0] &&
-                sl_load_rlx(&c->key[1]) == k[1]) {
-                p->left--;
-                *meta = m;
-                return c;
-            }
-            break;
-        case SL_CELL_INDIRECT:
-            if (sl_load_rlx(&c->key[0]) == h) {
-                p->left--;
-                *meta = m;
-                return c;
-            }
-            break;
-        default: /* a tombstone: probe on */
-            break;
-        }
+        if (cw == want && sl_load_rlx(&c->key[0]) == k[0] && sl_load_rlx(&c->key[1]) == k[1])
+            return c;
     }
     return NULL;
 }
 
-/* Does an indirect candidate's entry hold the key? */
-typedef bool sl_cells_match_fn(void *ctx, uintptr_t entry);
-
 /*
  * The key's cell in the shard's arrays (*cur, then the array it is being
- * migrated from), or NULL if it was absent at some instant of the call.  The cell found may be frozen (its state has
- * SL_DEAD: being migrated, removed or converted): the caller then waits
- * for the shard's writer (its lock) and looks again.  k, len: the packed
- * key if len <= 16 (inline cells are compared with it); match: for
- * indirect candidates (NULL: none can hold the key).  In an epoch section.
+ * migrated from), or NULL if it was absent at some instant of the call.
+ * The cell found may be frozen (its state has SL_DEAD: being migrated or
+ * removed): the caller then waits for the shard's writer (its lock) and
+ * looks again.  k: the key packed (sl_cell_key_pack).  In an epoch section.
  */
 static inline __attribute__((always_inline)) struct sl_cell *
-sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2], unsigned len,
-                sl_cells_match_fn *match, void *ctx, uint64_t *meta)
+sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2], size_t len)
 {
     /* acquire: the array's cells were written before it was published */
     struct sl_cells *t = atomic_load_explicit(cur, memory_order_acquire), *prev;
+    uint16_t want = sl_ctrl_want(h, len);
+    struct sl_cell *c;
 
     /* prev before t's probe, never after: read after, it could be NULL
      * for a migration that copied the key into t behind the probe, and a
@@ -209,32 +162,24 @@ sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2]
      * otherwise a key not found in t is still in prev, frozen at worst
      * (copied cells stay there until prev is retired). */
     prev = atomic_load_explicit(&t->prev, memory_order_acquire);
-    for (int round = 0; round < 2 && t != NULL; round++) {
-        struct sl_cells_probe p;
-        struct sl_cell *c;
-        sl_cells_probe_start(&p, t, h);
-        while ((c = sl_cells_probe_next(&p, h, k, len, meta)) != NULL) {
-            if (sl_meta_kind(*meta) == SL_CELL_INLINE)
-                return c;
-            if (match != NULL && match(ctx, (uintptr_t)sl_load_rlx(&c->state)))
-                return c;
-        }
-        t = prev;
-        prev = NULL;
-    }
-    return NULL;
+    if ((c = sl_cells_probe(t, h, k, want)) != NULL || prev == NULL)
+        return c;
+    return sl_cells_probe(prev, h, k, want);
 }
 
 /*
- * A decision's write on an inline cell: from seen (state and meta as
- * read, updated to what the cell held on failure) to next_state, with
- * meta's coarse time raised to now's.  False if anything changed between
- * (another charge, a freeze: seen says which).  Release and acquire.
+ * A decision's write on a cell: from seen (state and last as read,
+ * updated to what the cell held on failure) to next_state, with last
+ * raised to `at` (never lowered, in modular order, as sl_last_commit).
+ * False if anything changed between (another charge, a freeze: seen says
+ * which).  Release and acquire.
  */
 static inline bool sl_cell_commit(struct sl_cell *c, uint64_t seen[2], uint64_t next_state,
-                                  uint64_t now)
+                                  uint64_t at)
 {
-    uint64_t next[2] = {next_state, sl_meta_with_last(seen[1], now)};
+    uint64_t enc = sl_last_encode(at);
+    uint64_t next[2] = {next_state,
+                        seen[1] == 0 || (int64_t)(enc - seen[1]) > 0 ? enc : seen[1]};
 
     return sl_cas_pair_acqrel(&c->state, seen, next);
 }
@@ -252,23 +197,21 @@ int sl_cells_reserve(_Atomic(struct sl_cells *) *cur, sl_aword *acct, sl_cells_h
                      void *ctx);
 
 /* Insert an absent key (the caller has looked under the lock), after
- * sl_cells_reserve.  The cell, published. */
-struct sl_cell *sl_cells_insert_inline(struct sl_cells *t, uint64_t h, const void *key,
-                                       unsigned len, uint64_t state, uint32_t gen);
-struct sl_cell *sl_cells_insert_indirect(struct sl_cells *t, uint64_t h, uintptr_t entry);
+ * sl_cells_reserve: its state and last words as given.  The cell, published. */
+struct sl_cell *sl_cells_insert(struct sl_cells *t, uint64_t h, const void *key, size_t len,
+                                uint64_t state, uint64_t last);
 
-/* Freeze an inline cell: its state and meta as they were (*was), false if
- * it was frozen already.  No charge lands on it after this. */
+/* Freeze a cell: its state and last as they were (*was), false if it was
+ * frozen already.  No charge lands on it after this. */
 bool sl_cell_freeze(struct sl_cell *c, uint64_t was[2]);
 
-/* Remove a frozen inline cell or an indirect one: a tombstone until the
- * array is retired. */
+/* Remove a frozen cell of t: a tombstone until the array is retired. */
 void sl_cells_remove(struct sl_cells *t, struct sl_cell *c);
 
 /*
  * Move every live cell of *cur into a new array of cap cells: the new
  * array is published first (readers probe it, then the old one), and
- * each inline cell is frozen, then copied, so that its charges are in one
+ * each cell is frozen, then copied, so that its charges are in one
  * place at every instant.  The old array goes to the epoch.  0, or
  * -ENOMEM with nothing changed.
  */

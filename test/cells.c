@@ -8,8 +8,8 @@
  *     the table no longer holds shows up as one more admission).  Deciders
  *     charge until every key is spent; each key must have admitted exactly
  *     K, and its cell must read K.
- *   - A lookup finds what is present and only that.  Victim keys (inline
- *     and indirect) come and go; a lookup made while one was present
+ *   - A lookup finds what is present and only that.  Victim keys come
+ *     and go; a lookup made while one was present
  *     throughout (its version odd and unchanged around the lookup) must
  *     find it, and one made while it was absent throughout must not.
  *
@@ -23,12 +23,12 @@
 
 #define K 24u            /* charges each key allows, ever */
 #define NK 3000u         /* charged keys, all inline */
-#define NV 512u          /* victims: even inline, odd indirect (lengths above 16) */
+#define NV 512u          /* victims, inserted and removed by the writer */
 #define MAX_THREADS 16u
 
 struct victim_entry {
     unsigned len;
-    unsigned char key[24];
+    unsigned char key[16];
 };
 
 static _Atomic(struct sl_cells *) table;
@@ -55,34 +55,23 @@ static uint64_t hash_of(void *ctx, const void *key, size_t len)
     return sl_hash(&hkey, key, len);
 }
 
-static bool victim_match(void *ctx, uintptr_t entry)
+/* The cell of a key, as a reader finds it. */
+static struct sl_cell *find(const unsigned char *key, unsigned len)
 {
-    const struct victim_entry *want = ctx, *e = (const struct victim_entry *)entry;
+    uint64_t k[2];
 
-    return e->len == want->len && memcmp(e->key, want->key, e->len) == 0;
-}
-
-/* The cell of a key (inline if len <= 16), as a reader finds it. */
-static struct sl_cell *find(const unsigned char *key, unsigned len, void *match_ctx, uint64_t *meta)
-{
-    uint64_t h = hash_of(NULL, key, len), k[2] = {0, 0};
-
-    if (len <= SL_CELL_KEY_MAX)
-        sl_cell_key_pack(key, len, k);
-    return sl_cells_lookup(&table, h, k, len, match_ctx != NULL ? victim_match : NULL, match_ctx,
-                           meta);
+    sl_cell_key_pack(key, len, k);
+    return sl_cells_lookup(&table, hash_of(NULL, key, len), k, len);
 }
 
 /* The slow path of a decider: under the lock, make the key if absent. */
 static void make_key(unsigned i)
 {
-    uint64_t meta;
-
     pthread_mutex_lock(&table_lock);
-    if (find(keys[i], key_len[i], NULL, &meta) == NULL) {
+    if (find(keys[i], key_len[i]) == NULL) {
         CHECK_EQ(sl_cells_reserve(&table, &accounted, hash_of, NULL), 0);
-        (void)sl_cells_insert_inline(atomic_load_explicit(&table, memory_order_relaxed),
-                                     hash_of(NULL, keys[i], key_len[i]), keys[i], key_len[i], 0, 7);
+        (void)sl_cells_insert(atomic_load_explicit(&table, memory_order_relaxed),
+                              hash_of(NULL, keys[i], key_len[i]), keys[i], key_len[i], 0, 0);
     }
     pthread_mutex_unlock(&table_lock);
 }
@@ -90,17 +79,17 @@ static void make_key(unsigned i)
 /* One charge on key i if it has one left: true when it is spent. */
 static bool charge(unsigned i, uint64_t now, unsigned burst)
 {
-    uint64_t meta, seen[2];
-    struct sl_cell *c = find(keys[i], key_len[i], NULL, &meta);
+    uint64_t seen[2];
+    struct sl_cell *c = find(keys[i], key_len[i]);
 
     if (c == NULL) {
         make_key(i);
         return false;
     }
     seen[0] = sl_load_acq(&c->state);
-    seen[1] = meta;
+    seen[1] = sl_load_rlx(&c->last);
     for (;;) {
-        if (sl_meta_kind(seen[1]) != SL_CELL_INLINE || (seen[0] & SL_DEAD)) {
+        if (seen[0] & SL_DEAD) {
             /* frozen or gone: the writer's; wait for it as the limiter does */
             pthread_mutex_lock(&table_lock);
             pthread_mutex_unlock(&table_lock);
@@ -118,7 +107,7 @@ static bool charge(unsigned i, uint64_t now, unsigned burst)
             if (burst-- == 0)
                 return false;
             seen[0]++;
-            seen[1] = sl_meta_with_last(seen[1], now);
+            seen[1] = sl_last_encode(now);
         }
     }
 }
@@ -128,8 +117,7 @@ static void look_at_victim(unsigned v)
 {
     unsigned before = atomic_load_explicit(&victim_version[v], memory_order_acquire), after;
     struct victim_entry *e = &victims[v];
-    uint64_t meta;
-    struct sl_cell *c = find(e->key, e->len, v % 2 ? e : NULL, &meta);
+    struct sl_cell *c = find(e->key, e->len);
 
     /* an RMW that releases: the lookup's loads come before it (a fence
      * would do, but ThreadSanitizer does not follow fences) */
@@ -138,8 +126,7 @@ static void look_at_victim(unsigned v)
         return; /* inserted or removed meanwhile: either answer is right */
     if (((before >> 1) & 1) != (c != NULL)) {
         if (atomic_fetch_add_explicit(&lookup_errors, 1, memory_order_relaxed) < 5)
-            fprintf(stderr, "victim %u (%s): %s while %s throughout\n", v,
-                    v % 2 ? "indirect" : "inline", c != NULL ? "found" : "missed",
+            fprintf(stderr, "victim %u: %s while %s throughout\n", v, c != NULL ? "found" : "missed",
                     (before >> 1) & 1 ? "present" : "absent");
     }
 }
@@ -179,25 +166,21 @@ static void victim_insert(unsigned v)
     /* acquire: the cell's change comes after the odd count (seqlock) */
     atomic_fetch_add_explicit(&victim_version[v], 1, memory_order_acq_rel);
     t = atomic_load_explicit(&table, memory_order_relaxed);
-    if (v % 2)
-        (void)sl_cells_insert_indirect(t, h, (uintptr_t)e);
-    else
-        (void)sl_cells_insert_inline(t, h, e->key, e->len, 0, 3);
+    (void)sl_cells_insert(t, h, e->key, e->len, 0, 0);
     atomic_fetch_add_explicit(&victim_version[v], 1, memory_order_release);
 }
 
 static void victim_remove(unsigned v)
 {
     struct victim_entry *e = &victims[v];
-    uint64_t meta, was[2];
-    struct sl_cell *c = find(e->key, e->len, v % 2 ? e : NULL, &meta);
+    uint64_t was[2];
+    struct sl_cell *c = find(e->key, e->len);
 
     CHECK(c != NULL);
     if (c == NULL)
         return;
     atomic_fetch_add_explicit(&victim_version[v], 1, memory_order_acq_rel); /* as in victim_insert */
-    if (v % 2 == 0)
-        CHECK(sl_cell_freeze(c, was));
+    CHECK(sl_cell_freeze(c, was));
     sl_cells_remove(atomic_load_explicit(&table, memory_order_relaxed), c);
     atomic_fetch_add_explicit(&victim_version[v], 1, memory_order_release);
 }
@@ -244,7 +227,7 @@ int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
     unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 2;
-    uint64_t rounds = (uint64_t)(20000 * scale) + 200, meta;
+    uint64_t rounds = (uint64_t)(20000 * scale) + 200;
     static uint64_t w_rounds;
     pthread_t th[MAX_THREADS];
 
@@ -263,7 +246,7 @@ int main(int argc, char **argv)
             keys[i][b] = (unsigned char)(b * 31 + 7);
     }
     for (unsigned v = 0; v < NV; v++) {
-        victims[v].len = v % 2 ? 17 + v % 8 : 1 + v % 16;
+        victims[v].len = 1 + v % 16;
         /* unique, and apart from the charged keys (whose first byte is below 0xc0) */
         memset(victims[v].key, 0x5a, sizeof(victims[v].key));
         if (victims[v].len == 1) {
@@ -294,7 +277,7 @@ int main(int argc, char **argv)
         under += a < K;
         if (a > K && over <= 5)
             fprintf(stderr, "key %u admitted %u of %u\n", i, a, K);
-        c = find(keys[i], key_len[i], NULL, &meta);
+        c = find(keys[i], key_len[i]);
         CHECK(c != NULL);
         if (c != NULL)
             CHECK_U64(sl_load_rlx(&c->state), (uint64_t)a);
