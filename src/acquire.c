@@ -11,6 +11,10 @@
 #include <string.h>
 
 #include "lean.h"
+#include "table_cells.h"
+
+/* The lean path found neither a cell nor an entry: a new key. */
+#define SL_LEAN_ABSENT (-0x10000)
 
 /* lean.h */
 __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key, size_t len,
@@ -173,15 +177,70 @@ sl_acquire_lean_on(struct sl_thread *t, struct sluice *l, const void *key, size_
  * policy may be replaced after that read, as after any: the charge's own
  * stale test (sl_policy_stale_private, after it) decides, as before.
  */
+/*
+ * A key in a cell, decided under pol (its array's): the lean path's steps
+ * on the cell's two words.  No floor and no separate commit: the one CAS
+ * that charges writes the time too, and fails if either word changed since
+ * they were read, so the time the decision was made at is the key's
+ * latest at the instant it lands.  A denial writes nothing; its two loads
+ * may straddle an admission (a later state with an earlier time), which
+ * only decides it earlier, never more generously.  Whatever else (another
+ * default, a frozen cell, an idle key, cost above the capacity) returns
+ * -EAGAIN with nothing written: the general path moves the key to an
+ * entry and decides there.  The policy is tested before the CAS, not
+ * after: once a newer default is published, every path to this key's
+ * state freezes the cell first (sl_table_get), so a charge landing after
+ * the publish either fails or is carried, as if made before it.
+ */
+static inline __attribute__((always_inline)) int
+sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
+                const struct sl_policy *pol, const struct sl_policy *cur, uint64_t cost,
+                uint64_t now)
+{
+    const struct sl_lim *lim = &pol->lim[0];
+    uint64_t seen[2], at, nw;
+
+    if (pol != cur)
+        return -EAGAIN;
+    /* acquire: the charges before the state's latest write */
+    seen[0] = sl_load_acq(&c->state);
+    seen[1] = sl_load_rlx(&c->last);
+    for (;;) {
+        if ((seen[0] & SL_DEAD) || cost == 0 || !sl_present_decidable(l, pol, seen[1], cost, now))
+            return -EAGAIN;
+        at = sl_decide_time_predicted(seen[1], pol, now);
+        if (sl_gcra_next(lim, seen[0], at, cost, &nw) != SL_OK) {
+            if (sl_policy_stale_private(l, pol))
+                return -EAGAIN; /* read under limits replaced since */
+            sl_stat_add_private(l, t, false);
+            return SLUICE_DENY;
+        }
+        if (sl_policy_stale_private(l, pol))
+            return -EAGAIN;
+        if (sl_cell_commit(c, seen, nw, at)) {
+            sl_stat_add_private(l, t, true);
+            return SLUICE_ALLOW;
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) int
 sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
                    uint64_t cost, uint64_t now, const struct sl_policy *cur, struct sl_shard *s,
                    uint64_t h)
 {
-    struct sl_entry *e = sl_table_find(s, h, key, len);
+    struct sl_entry *e;
 
-    if (e == NULL)
-        return -EAGAIN;
+    if (len <= SL_CELL_KEY_MAX && l->cells_on) {
+        struct sl_cells *in;
+        struct sl_cell *c;
+        uint64_t k[2];
+        sl_cell_key_pack(key, len, k);
+        if ((c = sl_cells_lookup_in(&s->cells, h, k, len, &in)) != NULL)
+            return sl_acquire_cell(t, l, c, in->owner, cur, cost, now);
+    }
+    if ((e = sl_table_find(s, h, key, len)) == NULL)
+        return SL_LEAN_ABSENT;
     if (__builtin_expect(e->pol == sl_opaque(cur), 1))
         return sl_acquire_lean_on(t, l, key, len, cost, now, e, cur);
     return sl_acquire_lean_on(t, l, key, len, cost, now, e, e->pol);
@@ -205,8 +264,36 @@ int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *ke
     /* acquire: as sl_acquire_lean's */
     const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
 
+    int rc;
+
     SL_ASSERT(l->shm == NULL && sl_epoch_active(t));
-    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
+    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
+    return rc != SL_LEAN_ABSENT ? rc : -EAGAIN;
+}
+
+/*
+ * A new key for a decision without a result: made in a cell if it may
+ * live in one, then decided by the lean path; -EAGAIN (nothing made, or a
+ * key made and left undecided: the general path finds it) otherwise.  Out
+ * of line: the hot decision carries none of it.
+ */
+static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, struct sluice *l,
+                                                        const void *key, size_t len,
+                                                        uint64_t cost, uint64_t now)
+{
+    /* acquire: the policy's limits as published */
+    struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    uint64_t h = sl_hash_inline(&l->hkey, key, len);
+    struct sl_shard *s = sl_shard_of(l, h);
+    int rc;
+
+    if (cost == 0 || cost > cur->min_cap)
+        return -EAGAIN; /* decided by the general path: no key made for it here */
+    rc = sl_key_insert_cell(t, l, s, h, key, len, cur, now);
+    if (rc != 0 && rc != -EEXIST)
+        return -EAGAIN;
+    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
+    return rc != SL_LEAN_ABSENT ? rc : -EAGAIN;
 }
 
 /* The lean path in its own epoch section; the general path where it
@@ -221,7 +308,12 @@ static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key
         return rc;
     sl_epoch_begin(t);
     rc = sl_acquire_lean(t, l, key, len, cost, now_ns);
-    sl_epoch_end_hot(t); /* it retired nothing */
+    if (__builtin_expect(rc == SL_LEAN_ABSENT, 0)) {
+        rc = sl_acquire_new_key(t, l, key, len, cost, now_ns);
+        sl_epoch_end(t); /* a migration of cells may have retired an array */
+    } else {
+        sl_epoch_end_hot(t); /* it retired nothing */
+    }
     return rc != -EAGAIN ? rc : sl_acquire_general(l, key, len, cost, now_ns, NULL);
 }
 

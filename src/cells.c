@@ -134,6 +134,7 @@ int sl_cells_migrate(_Atomic(struct sl_cells *) *cur, sl_aword *acct, uint64_t c
     SL_ASSERT(th != NULL && sl_epoch_active(th));
     if (th == NULL || cap < old->live + 1 || (t = sl_cells_alloc(acct, cap)) == NULL)
         return -ENOMEM;
+    t->owner = old->owner;
     /* relaxed: published with t by the release below */
     atomic_store_explicit(&t->prev, old, memory_order_relaxed);
     atomic_store_explicit(cur, t, memory_order_release);
@@ -142,9 +143,14 @@ int sl_cells_migrate(_Atomic(struct sl_cells *) *cur, sl_aword *acct, uint64_t c
             sl_cells_copy(t, old, j, hash, ctx);
     /* release: every copy above is in t before a reader stops looking in old */
     atomic_store_explicit(&t->prev, NULL, memory_order_release);
-    sl_unaccount(acct, old->bytes);
-    sl_retire(th, &old->retire, sl_cells_free_cb);
+    sl_cells_retire(th, acct, old);
     return 0;
+}
+
+void sl_cells_retire(struct sl_thread *th, sl_aword *acct, struct sl_cells *t)
+{
+    sl_unaccount(acct, t->bytes);
+    sl_retire(th, &t->retire, sl_cells_free_cb);
 }
 
 int sl_cells_reserve(_Atomic(struct sl_cells *) *cur, sl_aword *acct, sl_cells_hash_fn *hash,

@@ -79,6 +79,7 @@ struct sl_cells {
     uint64_t live;  /* writers': live cells */
     size_t bytes;   /* as accounted */
     sl_actrl *ctrl; /* cap words, after the cells in the same block */
+    void *owner;    /* the user's (the limiter: the policy every cell is under), kept by migrations */
     struct sl_cell cell[] __attribute__((aligned(64)));
 };
 
@@ -96,15 +97,44 @@ static inline unsigned sl_ctrl_len(uint16_t cw)
     return (cw >> 10) & 31u;
 }
 
-/* A key of up to 16 bytes as the two words a cell compares. */
+/* A key of up to 16 bytes as the two words a cell compares: its bytes,
+ * zero-padded.  On a little-endian CPU from at most four loads, the last
+ * of each pair overlapping and shifted (a memcpy of a variable length is
+ * a call); elsewhere by memcpy. */
 static inline void sl_cell_key_pack(const void *key, size_t len, uint64_t k[2])
 {
-    unsigned char b[16] = {0};
+    const unsigned char *p = key;
 
     SL_ASSERT(len <= SL_CELL_KEY_MAX);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (len >= 8) {
+        uint64_t hi = 0;
+        memcpy(&k[0], p, 8);
+        if (len > 8) {
+            memcpy(&hi, p + len - 8, 8);
+            hi >>= 8 * (16 - len);
+        }
+        k[1] = hi;
+        return;
+    }
+    k[1] = 0;
+    if (len >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + len - 4, 4);
+        k[0] = lo | ((uint64_t)hi >> (8 * (8 - len))) << 32;
+        return;
+    }
+    k[0] = 0;
+    for (size_t i = 0; i < len; i++)
+        k[0] |= (uint64_t)p[i] << (8 * i);
+#else
+    unsigned char b[16] = {0};
+
     if (len != 0)
-        memcpy(b, key, len);
+        memcpy(b, p, len);
     memcpy(k, b, 16);
+#endif
 }
 
 /* A shard's home for h: multiply-shift on h's low 32 bits (its top bits
@@ -146,15 +176,19 @@ sl_cells_probe(struct sl_cells *t, uint64_t h, const uint64_t k[2], uint16_t wan
  * The cell found may be frozen (its state has SL_DEAD: being migrated or
  * removed): the caller then waits for the shard's writer (its lock) and
  * looks again.  k: the key packed (sl_cell_key_pack).  In an epoch section.
+ * *in: the array the cell is in (not set when NULL is returned).
  */
 static inline __attribute__((always_inline)) struct sl_cell *
-sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2], size_t len)
+sl_cells_lookup_in(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2], size_t len,
+                   struct sl_cells **in)
 {
     /* acquire: the array's cells were written before it was published */
     struct sl_cells *t = atomic_load_explicit(cur, memory_order_acquire), *prev;
     uint16_t want = sl_ctrl_want(h, len);
     struct sl_cell *c;
 
+    if (t == NULL)
+        return NULL;
     /* prev before t's probe, never after: read after, it could be NULL
      * for a migration that copied the key into t behind the probe, and a
      * present key was missed (test/cells.c saw it).  Read before: NULL
@@ -162,9 +196,21 @@ sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2]
      * otherwise a key not found in t is still in prev, frozen at worst
      * (copied cells stay there until prev is retired). */
     prev = atomic_load_explicit(&t->prev, memory_order_acquire);
-    if ((c = sl_cells_probe(t, h, k, want)) != NULL || prev == NULL)
+    if ((c = sl_cells_probe(t, h, k, want)) != NULL || prev == NULL) {
+        *in = t;
         return c;
+    }
+    *in = prev;
     return sl_cells_probe(prev, h, k, want);
+}
+
+/* sl_cells_lookup_in, for callers that need not know the array. */
+static inline __attribute__((always_inline)) struct sl_cell *
+sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2], size_t len)
+{
+    struct sl_cells *in;
+
+    return sl_cells_lookup_in(cur, h, k, len, &in);
 }
 
 /*
@@ -190,6 +236,8 @@ static inline bool sl_cell_commit(struct sl_cell *c, uint64_t seen[2], uint64_t 
 struct sl_cells *sl_cells_new(sl_aword *acct, uint64_t live);
 /* Not concurrent with anything: the array and nothing it points to. */
 void sl_cells_free(sl_aword *acct, struct sl_cells *t);
+/* An array unpublished in this epoch section: freed once no reader holds it. */
+void sl_cells_retire(struct sl_thread *th, sl_aword *acct, struct sl_cells *t);
 
 /* Make room for one more key in *cur, migrating to a larger array (or one
  * without tombstones) if 3/4 of its cells are used.  0 or -ENOMEM. */

@@ -15,6 +15,7 @@
 #include "charge.h"
 #include "resolve.h"
 #include "result.h"
+#include "cells.h"
 
 
 /*
@@ -74,8 +75,14 @@ static inline __attribute__((always_inline)) bool sl_target_present(struct sl_ta
                                                                   uint64_t cost, uint64_t now)
 {
     struct sluice *l = g->l;
-    struct sl_entry *e = l->shm != NULL ? sl_shm_get_current(g)
-                                        : sl_table_get(g->s, g->h, g->key, g->len);
+    struct sl_entry *e;
+
+    /* a peek of a key in a cell is decided on a view (resolve.c), which
+     * the general path makes */
+    if (g->peek && l->shm == NULL && g->len <= SL_CELL_KEY_MAX &&
+        atomic_load_explicit(&g->s->cells, memory_order_acquire) != NULL)
+        return false;
+    e = l->shm != NULL ? sl_shm_get_current(g) : sl_table_get(g->s, g->h, g->key, g->len);
     struct sl_policy *pol;
     uint64_t lastw;
 

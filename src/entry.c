@@ -219,6 +219,12 @@ unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
 int sl_entry_view(struct sl_target *g, struct sl_entry *e, const struct sl_policy *from,
                   struct sl_policy *to, const struct sl_policy *cur, uint64_t now)
 {
+    return sl_state_view(g, e->w, &e->last_ns, from, to, cur, now);
+}
+
+int sl_state_view(struct sl_target *g, sl_aword *w, sl_aword *lastp, const struct sl_policy *from,
+                  struct sl_policy *to, const struct sl_policy *cur, uint64_t now)
+{
     size_t words = (size_t)from->nwords + to->nwords;
     sl_aword *old, *moved;
     uint64_t lastw;
@@ -237,9 +243,9 @@ int sl_entry_view(struct sl_target *g, struct sl_entry *e, const struct sl_polic
     /* the time first: a charge that lands after it commits a later one,
      * and the copy then holds that charge too (read at an earlier time:
      * more spent, never less) */
-    lastw = sl_load_acq(&e->last_ns);
+    lastw = sl_load_acq(lastp);
     for (unsigned k = 0; k < from->nwords; k++)
-        sl_store_rlx(&old[k], sl_load_acq(&e->w[k]));
+        sl_store_rlx(&old[k], sl_load_acq(&w[k]));
     for (unsigned j = 0; j < from->nlimits; j++)
         if (sl_load_rlx(&old[from->lim[j].off]) & SL_DEAD)
             return -EBUSY;

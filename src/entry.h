@@ -263,8 +263,15 @@ uint64_t sl_hash(const struct sl_hkey *k, const void *data, size_t len);
 void sl_random_bytes(void *buf, size_t len);
 
 struct sl_slots;
+struct sl_cells;
+
 struct sl_shard {
     _Atomic(struct sl_slots *) slots; /* the current array; readers load it */
+    /* The shard's short keys under a single GCRA limit, whole in cells
+     * (cells.h, table_cells.c); NULL until the first.  A key is in one of
+     * the two: a cell, or an entry in slots. */
+    _Atomic(struct sl_cells *) cells;
+    uint64_t cells_cursor;      /* where the next bounded reap of cells starts (under lock) */
     pthread_mutex_t lock;       /* writers only: insert, replace, remove, rehash */
     uint64_t live, used;        /* entries; entries + tombstones (under lock) */
     uint64_t reap_cursor;       /* where the next bounded reap scan starts (under lock) */
@@ -317,6 +324,7 @@ struct sluice {
     pthread_cond_t reaper_cond;
     bool reaper_stop;
 
+    bool cells_on;              /* short keys may live in cells (private, cmpxchg16b) */
     struct sl_shm *shm;         /* a shared limiter (shm_*.c); NULL: in-process */
     sl_aword *shm_gen;          /* its file's policy generation */
     struct sluice *fork_prev, *fork_next; /* every open limiter (fork.c) */
@@ -334,7 +342,13 @@ static inline struct sl_shard *sl_shard_of(struct sluice *l, uint64_t h)
     return &l->shards[(h >> 1) >> (l->shard_shift - 1)];
 }
 /* Lock-free lookup; call inside an epoch section. */
+/* The key's entry, or NULL if it has none.  A key in a cell is moved to an
+ * entry first (table_cells.c): the general paths work on entries only.
+ * _locked: the shard's lock held. */
 struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+struct sl_entry *sl_table_get_locked(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+/* Entries only, cells not looked at (table.c). */
+struct sl_entry *sl_table_get_entry(struct sl_shard *s, uint64_t h, const void *key, size_t len);
 /* The shard's current slot array, as bytes: tests of what a decision writes. */
 void sl_table_span(struct sl_shard *s, const void **base, size_t *bytes);
 /* Start loading the slot line a lookup of h will read (inside a section). */
@@ -391,6 +405,10 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
  */
 struct sl_target;
 int sl_entry_view(struct sl_target *g, struct sl_entry *e, const struct sl_policy *from,
+                  struct sl_policy *to, const struct sl_policy *cur, uint64_t now);
+/* The same from state words w and a time word *lastp of any holder (a
+ * cell's, table_cells.c). */
+int sl_state_view(struct sl_target *g, sl_aword *w, sl_aword *lastp, const struct sl_policy *from,
                   struct sl_policy *to, const struct sl_policy *cur, uint64_t now);
 void sl_entry_view_free(struct sl_target *g);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "table_cells.h"
 
 /*
  * A full table reaps from the insert path, in bounded steps: each new key
@@ -63,7 +64,7 @@ static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t no
     /* modular: a clock stepped back far ends the quiet time, never extends it */
     if (!exhaustive && until != 0 && (until - 1) - now - 1 < quiet)
         return 0;
-    freed = sl_table_reap_some(s, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
+    freed = sl_shard_reap_some(s, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
     for (unsigned k = 1; k < l->nshards && freed == 0 && budget > 0; k++) {
         /* Some other shard: the next in turn (relaxed: only spreads the
          * scans over the shards), counted from s so that a turn never
@@ -78,7 +79,7 @@ static size_t sl_reap_for_room(struct sluice *l, struct sl_shard *s, uint64_t no
             continue;
         if (exhaustive)
             budget = UINT64_MAX;
-        freed = sl_table_reap_some(o, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
+        freed = sl_shard_reap_some(o, now, l->idle_ttl_ns, &budget, SL_FULL_REMOVE);
         sl_shard_unlock(o);
     }
     if (freed != 0)
@@ -107,7 +108,7 @@ int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *po
                   bool pin, bool exhaustive, struct sl_entry **out)
 {
     struct sluice *l = g->l;
-    struct sl_entry *e;
+    struct sl_entry *e, *found;
     int rc = sl_entry_new(l, pol, g->key, g->len, &e);
 
     if (rc < 0)
@@ -116,7 +117,9 @@ int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *po
     if (pin)
         atomic_store_explicit(&e->pinned, 1, memory_order_relaxed);
     sl_shard_lock(g->s);
-    if (sl_table_get(g->s, g->h, g->key, g->len) != NULL || sl_policy_stale(l, pol)) {
+    if ((rc = sl_table_get_locked_err(g->s, g->h, g->key, g->len, &found)) != 0) {
+        ; /* in a cell still, with no memory to move it out */
+    } else if (found != NULL || sl_policy_stale(l, pol)) {
         rc = -EAGAIN; /* someone else inserted it (use theirs), or a policy
                          change came first (insert under the new one) */
     } else if (!sl_key_reserve(l, g->s, now, exhaustive)) {
@@ -135,6 +138,29 @@ int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *po
     return rc;
 }
 
+int sl_key_insert_cell(struct sl_thread *t, struct sluice *l, struct sl_shard *s, uint64_t h,
+                       const void *key, size_t len, struct sl_policy *pol, uint64_t now)
+{
+    int rc;
+
+    if (!l->cells_on || len > SL_CELL_KEY_MAX || !pol->gcra_alone || pol->is_override)
+        return -EAGAIN;
+    sl_shard_lock(s);
+    if (sl_policy_stale_private(l, pol))
+        rc = -EAGAIN; /* the default changed: the general path, under the new one */
+    else if (sl_cell_present_locked(s, h, key, len) || sl_table_get_entry(s, h, key, len) != NULL)
+        rc = -EEXIST; /* made meanwhile: decide on it */
+    else if (!sl_key_reserve(l, s, now, false))
+        rc = -ENOSPC; /* the general path decides what a full limiter does */
+    else if ((rc = sl_cells_insert_locked(s, h, key, len, pol)) != 0)
+        sl_uncount(&l->nkeys, 1);
+    else
+        sl_count(&l->inserted, 1);
+    sl_shard_unlock(s);
+    sl_epoch_poll(t);
+    return rc;
+}
+
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
                      struct sl_policy *to, enum sl_move how, uint64_t now)
 {
@@ -148,7 +174,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
     if (rc < 0)
         goto out;
     sl_shard_lock(g->s);
-    if (sl_table_get(g->s, g->h, g->key, g->len) != e || sl_policy_stale(l, to) ||
+    if (sl_table_get_locked(g->s, g->h, g->key, g->len) != e || sl_policy_stale(l, to) ||
         !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {

@@ -131,6 +131,9 @@ void *sl_calloc(sl_aword *acct, size_t size);
 void sl_free(sl_aword *acct, void *p, size_t size);
 /* The memory is no longer the limiter's (it is about to be retired). */
 void sl_unaccount(sl_aword *acct, size_t size);
+/* Short keys into cells (table_cells.c) for limiters created from now on;
+ * true by default.  Tests and the bench turn it off to compare. */
+extern bool sl_cells_enabled;
 /* Tests: fail the nth allocation from now (1 = next), every nth if `every`; 0 disables. */
 void sl_test_fail_alloc(unsigned long nth, bool every);
 #ifdef SL_DEBUG_CHECKS
@@ -283,6 +286,12 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
  * decision.  exhaustive: room is sought in every shard, not a bounded scan. */
 int sl_key_insert(struct sl_thread *t, struct sl_target *g, struct sl_policy *pol, uint64_t now,
                   bool pin, bool exhaustive, struct sl_entry **out);
+/* A new key into a cell (table_cells.c) for a decision without a result
+ * under pol, the default read at its start: 0, -EEXIST (made meanwhile:
+ * decide on it), or -EAGAIN, -ENOSPC, -ENOMEM (the general path decides,
+ * making an entry or finding the limiter full). */
+int sl_key_insert_cell(struct sl_thread *t, struct sluice *l, struct sl_shard *s, uint64_t h,
+                       const void *key, size_t len, struct sl_policy *pol, uint64_t now);
 /* 0, or the errno of a call's limiter/key arguments. */
 static inline int sl_key_check(struct sluice *l, const void *key, size_t len)
 {

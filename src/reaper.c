@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "table_cells.h"
 
 /* Longer intervals wait this long and look again: a deadline past time_t's
  * range would wrap into the past and the reaper would spin. */
@@ -97,7 +98,7 @@ size_t sluice_reap(sluice_t *l, uint64_t now_ns)
     for (unsigned i = 0; i < l->nshards; i++) {
         sl_epoch_begin(t);
         sl_shard_lock(&l->shards[i]);
-        removed += sl_table_reap_shard(&l->shards[i], now_ns, l->idle_ttl_ns);
+        removed += sl_shard_reap(&l->shards[i], now_ns, l->idle_ttl_ns);
         sl_shard_unlock(&l->shards[i]);
         sl_epoch_end(t);
     }

@@ -3,6 +3,7 @@
  * run before any charge, off the fast path.  Callers: decide.c.
  */
 #include "resolve.h"
+#include "table_cells.h"
 
 /*
  * Insert g's key under `pol`; g->e stays NULL with SLUICE_F_FULL if full.
@@ -70,8 +71,18 @@ int sl_target_resolve(struct sl_thread *t, struct sl_target *g, uint64_t cost, u
         return sl_shm_resolve(t, g, cost, now, create);
     for (;;) {
         struct sl_entry *e;
-        struct sl_policy *want = sl_key_policy(g, &e);
+        struct sl_policy *want;
         int rc;
+
+        if (g->peek && (rc = sl_cell_view(g, now)) != -ENOENT) {
+            if (rc == 0 && cost > g->pol->min_cap)
+                return -E2BIG;
+            if (rc != -EBUSY)
+                return rc;
+            sl_target_wait(g); /* frozen: a writer is moving it; look again */
+            continue;
+        }
+        want = sl_key_policy(g, &e);
 
         if (cost > want->min_cap)
             return -E2BIG;

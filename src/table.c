@@ -18,9 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cells.h"
 #include "table.h"
 
 #define SL_SLOTS_MIN 64u
+
+bool sl_cells_enabled = true;
 
 /* Addresses with any of the top 16 bits set (not seen in Linux user space)
  * are stored untagged and compared in full. */
@@ -57,6 +60,7 @@ int sl_table_init(struct sluice *l, unsigned nshards)
     memset(l->shards, 0, nshards * sizeof(*l->shards));
     l->nshards = nshards;
     l->shard_shift = 64 - sl_bits(nshards - 1);
+    l->cells_on = sl_cells_enabled && sl_cas_pair_usable();
     for (unsigned i = 0; i < nshards; i++) {
         struct sl_shard *s = &l->shards[i];
         struct sl_slots *t = sl_slots_new(l, SL_SLOTS_MIN);
@@ -99,19 +103,25 @@ void sl_table_destroy(struct sluice *l)
         struct sl_shard *s = &l->shards[i];
         struct sl_slots *t = atomic_load_explicit(&s->slots, memory_order_relaxed);
 
+        struct sl_cells *c = atomic_load_explicit(&s->cells, memory_order_relaxed);
+
         for (uint64_t j = 0; j <= t->mask; j++) {
             uint64_t v = sl_load_rlx(&t->slot[j]);
             if (v > SL_TOMB)
                 sl_entry_free(l->arena, sl_slot_entry(v));
         }
         sl_free(&l->memory, t, t->bytes);
+        if (c != NULL) {
+            sl_policy_unref(c->owner);
+            sl_cells_free(&l->memory, c);
+        }
         pthread_mutex_destroy(&s->lock);
     }
     sl_free(&l->memory, l->shards, l->nshards * sizeof(*l->shards));
     l->shards = NULL;
 }
 
-struct sl_entry *sl_table_get(struct sl_shard *s, uint64_t h, const void *key, size_t len)
+struct sl_entry *sl_table_get_entry(struct sl_shard *s, uint64_t h, const void *key, size_t len)
 {
     return sl_table_find(s, h, key, len);
 }
@@ -259,7 +269,10 @@ int sl_table_insert_locked(struct sl_shard *s, uint64_t h, struct sl_entry *e)
     /* A new key is decided no earlier than the latest reap (see
      * sl_table_reap_some), read here under the shard lock: a reap that
      * removed this key from this shard raised it before unlocking. */
-    sl_store_rlx(&e->last_ns, sl_load_rlx(&s->owner->reap_floor));
+    /* (An entry made from a cell, table_cells.c, is no new key: it keeps
+     * the time of its latest admission, raised by nothing.) */
+    if (sl_load_rlx(&e->last_ns) == 0)
+        sl_store_rlx(&e->last_ns, sl_load_rlx(&s->owner->reap_floor));
     sl_slot_place(t, h, e, &reused);
     s->live++;
     s->used += !reused;
@@ -374,7 +387,7 @@ bool sl_table_unpublish_untouched(struct sl_shard *s, uint64_t h, struct sl_entr
 
     sl_shard_lock(s);
     t = atomic_load_explicit(&s->slots, memory_order_relaxed);
-    if (sl_table_get(s, h, sl_entry_key(e), e->key_len) == e &&
+    if (sl_table_get_entry(s, h, sl_entry_key(e), e->key_len) == e &&
         sl_entry_freeze_if_untouched(e, e->pol)) {
         sl_store_rel(&t->slot[sl_slot_find(t, h, e)], SL_TOMB);
         sl_entry_mark_moved(e, e->pol, NULL, 0, 0);

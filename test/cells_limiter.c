@@ -1,0 +1,144 @@
+/*
+ * Short keys in cells, through the library (src/table_cells.c): a key of
+ * up to 16 bytes under a single GCRA default, made by an acquire without
+ * a result, lives in a cell; checked here:
+ *   - it admits exactly its burst at one instant, as an entry would;
+ *   - a denial and a peek write nothing to its shard's cells, and a peek
+ *     leaves it in its cell;
+ *   - moved to an entry (a call with a result, a set_policy), it keeps its
+ *     state and time: nothing more is admitted at that instant, and a call
+ *     at an earlier time is still decided at its latest admission;
+ *   - an idle key is reaped out of its cell, and made again fresh.
+ */
+#include "helpers.h"
+#include "internal.h"
+#include "table_cells.h"
+
+#define BURST 10u
+
+static struct sl_cell *cell_of(sluice_t *l, const char *key, size_t len, struct sl_shard **sp)
+{
+    uint64_t h = sl_hash(&l->hkey, key, len), k[2];
+    struct sl_shard *s = sl_shard_of(l, h);
+
+    *sp = s;
+    sl_cell_key_pack(key, len, k);
+    return sl_cells_lookup(&s->cells, h, k, len);
+}
+
+/* The shard's cells as bytes: compared around calls that must not write. */
+static void *cells_copy(struct sl_shard *s, size_t *bytes)
+{
+    struct sl_cells *t = atomic_load(&s->cells);
+    size_t n = sizeof(*t) + t->cap * sizeof(t->cell[0]) + t->cap * sizeof(t->ctrl[0]);
+    void *copy = malloc(n);
+
+    memcpy(copy, t, sizeof(*t) + t->cap * sizeof(t->cell[0]));
+    memcpy((char *)copy + sizeof(*t) + t->cap * sizeof(t->cell[0]), t->ctrl,
+           t->cap * sizeof(t->ctrl[0]));
+    *bytes = n;
+    return copy;
+}
+
+static bool cells_same(struct sl_shard *s, const void *copy, size_t bytes)
+{
+    size_t now_bytes;
+    void *again = cells_copy(s, &now_bytes);
+    bool same = now_bytes == bytes && memcmp(again, copy, bytes) == 0;
+
+    free(again);
+    return same;
+}
+
+int main(void)
+{
+    struct sluice_config cfg;
+    struct sluice_result res;
+    struct sl_shard *s;
+    sluice_t *l;
+    const char key[] = "0123456789abcdef"; /* 16 bytes: an IPv6 address's size */
+    uint64_t t0 = 5 * NS_PER_S;
+    unsigned admitted = 0;
+
+    if (!sl_cas_pair_usable()) {
+        printf("cells_limiter: no cmpxchg16b here, skipped\n");
+        return T_SKIP;
+    }
+    sluice_config_init(&cfg);
+    CHECK_EQ(sluice_policy_add(&cfg.policy, SLUICE_GCRA, BURST, NS_PER_S), 0);
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+
+    /* exactly its burst at one instant, from a cell */
+    for (unsigned i = 0; i < 3 * BURST; i++)
+        admitted += sluice_acquire_at(l, key, 16, 1, t0, NULL) == SLUICE_ALLOW;
+    CHECK_EQ(admitted, BURST);
+    CHECK(cell_of(l, key, 16, &s) != NULL);
+
+    /* a denial and a peek write nothing there; the peek tells the truth */
+    {
+        size_t bytes;
+        void *before = cells_copy(s, &bytes);
+        CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0, NULL), SLUICE_DENY);
+        CHECK(cells_same(s, before, bytes));
+        CHECK_EQ(sluice_peek_at(l, key, 16, 1, t0, &res), SLUICE_DENY);
+        CHECK_U64(res.remaining, 0);
+        CHECK(cells_same(s, before, bytes));
+        free(before);
+    }
+    CHECK(cell_of(l, key, 16, &s) != NULL);
+
+    /* a later time refills one unit per 100 ms; an earlier one is decided
+     * at the latest admission's time */
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + NS_PER_S / 10, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0, NULL), SLUICE_DENY);
+
+    /* a call with a result moves it to an entry, state and time kept */
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + NS_PER_S / 10, &res), SLUICE_DENY);
+    CHECK(cell_of(l, key, 16, &s) == NULL);
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0, NULL), SLUICE_DENY);
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + 2 * NS_PER_S / 10, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + 2 * NS_PER_S / 10, NULL), SLUICE_DENY);
+
+    /* set_policy: another key of 5 bytes, spent in its cell, then moved by
+     * the change (a wider limit of the same kind carries its spent state) */
+    {
+        struct sluice_policy wider;
+        unsigned n = 0;
+        for (unsigned i = 0; i < 2 * BURST; i++)
+            n += sluice_acquire_at(l, "short", 5, 1, t0, NULL) == SLUICE_ALLOW;
+        CHECK_EQ(n, BURST);
+        CHECK(cell_of(l, "short", 5, &s) != NULL);
+        memset(&wider, 0, sizeof(wider));
+        CHECK_EQ(sluice_policy_add(&wider, SLUICE_GCRA, BURST, NS_PER_S), 0);
+        wider.limits[0].burst = 2 * BURST;
+        CHECK_EQ(sluice_set_policy(l, &wider), 0);
+        n = 0;
+        for (unsigned i = 0; i < 3 * BURST; i++)
+            n += sluice_acquire_at(l, "short", 5, 1, t0, NULL) == SLUICE_ALLOW;
+        CHECK_EQ(n, BURST); /* 2 * BURST in all at t0, never more */
+        CHECK(cell_of(l, "short", 5, &s) == NULL);
+    }
+    sluice_destroy(l);
+
+    /* reaped when idle, made again fresh */
+    sluice_config_init(&cfg);
+    CHECK_EQ(sluice_policy_add(&cfg.policy, SLUICE_GCRA, BURST, NS_PER_S), 0);
+    cfg.idle_ttl_ns = NS_PER_S;
+    CHECK_EQ(sluice_create(&cfg, &l), 0);
+    for (unsigned i = 0; i < BURST; i++)
+        CHECK_EQ(sluice_acquire_at(l, "ip4", 4, 1, t0, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "ip4", 4, 1, t0, NULL), SLUICE_DENY);
+    CHECK(cell_of(l, "ip4", 4, &s) != NULL);
+    CHECK_EQ(sluice_reap(l, t0 + NS_PER_S / 2), 0); /* not idle yet */
+    CHECK_EQ(sluice_reap(l, t0 + 3 * NS_PER_S), 1);
+    CHECK(cell_of(l, "ip4", 4, &s) == NULL);
+    {
+        struct sluice_stats st;
+        sluice_stats(l, &st);
+        CHECK_U64(st.keys, 0);
+    }
+    CHECK_EQ(sluice_acquire_at(l, "ip4", 4, 1, t0 + 3 * NS_PER_S, NULL), SLUICE_ALLOW);
+    CHECK(cell_of(l, "ip4", 4, &s) != NULL);
+    sluice_destroy(l);
+    return t_done("cells_limiter");
+}
