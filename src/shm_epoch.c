@@ -195,15 +195,20 @@ bool sl_shm_record_dead(const struct sl_shm *m, struct sl_shm_proc *p, uint64_t 
 
 /* Free a dead process's record.  Only the CAS winner touches the counters,
  * so a record claimed again meanwhile is never cleared. */
+static void sl_proc_clear_counts(struct sl_shm_proc *p)
+{
+    sl_store_rlx(&p->cnt[0], 0);
+    sl_store_rlx(&p->cnt[1], 0);
+    for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
+        sl_store_rlx(&p->stat[k].window, 0); /* the dead threads' windows */
+}
+
 static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
 {
     if (!atomic_compare_exchange_strong_explicit(&p->owner, &owner, sl_shm_claim_word(),
                                                  memory_order_acq_rel, memory_order_relaxed))
         return;
-    sl_store_rlx(&p->cnt[0], 0);
-    sl_store_rlx(&p->cnt[1], 0);
-    for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
-        sl_store_rlx(&p->stat[k].window, 0); /* the dead threads' windows */
+    sl_proc_clear_counts(p);
     sl_store_rel(&p->owner, 0); /* release: the cleared counters first */
 }
 
@@ -225,6 +230,11 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
              * this pid with another process's start time */
             sl_store_rlx(&p->start, sl_shm_self_start());
             sl_store_rlx(&p->base, (uint64_t)(uintptr_t)m->base);
+            /* A free record's counters are zero unless the file is corrupt:
+             * then a window left open would read as one of this process's
+             * own threads, and a writer meeting a stray count on an entry
+             * would wait on itself.  Published by the owner store below. */
+            sl_proc_clear_counts(p);
             /* tokens keep the low 21 bits of the incarnation: never 0 there,
              * so no token matches a record whose word is a claim's */
             do

@@ -454,6 +454,44 @@ static void test_corrupt_slots(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * A corrupt file whose free record (owner 0) holds open windows and epoch
+ * counts, and an entry with a count no call left: the next handle claims
+ * that record, and a writer meeting the count asked whether a live process
+ * has a thread in a window.  Its own record said yes, so override_set
+ * waited on itself for ever (found by fuzz_shared).  A claim now starts
+ * its record's counters at zero.
+ */
+static void test_stale_free_record(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    struct sluice_policy ovr = {0};
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL), *l2;
+    struct sl_shm *m = l->shm;
+
+    CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, T, NULL), SLUICE_ALLOW);
+    for (unsigned i = 0; i < SL_SHM_PROCS; i++) {
+        struct sl_shm_proc *p = &m->procs[i];
+        if (atomic_load(&p->owner) != 0)
+            continue;
+        atomic_store(&p->cnt[0], 1);
+        for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
+            atomic_store(&p->stat[k].window, 1);
+    }
+    atomic_fetch_add(&find(l, "a")->committing, 1);
+    l2 = t_open_shared(path, NULL, 0); /* claims one of those records */
+    sluice_policy_add(&ovr, SLUICE_FIXED_WINDOW, 3, S);
+    alarm(30);
+    CHECK_EQ(sluice_override_set(l2, "a", 1, &ovr), 0);
+    CHECK_EQ(sluice_acquire_at(l2, "a", 1, 2, T, NULL), SLUICE_ALLOW); /* 1 + 2 of 3 */
+    CHECK_EQ(sluice_acquire_at(l, "a", 1, 1, T, NULL), SLUICE_DENY);
+    CHECK_EQ(sluice_override_clear(l2, "a", 1), 0);
+    alarm(0);
+    sluice_destroy(l2);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 int main(void)
 {
     char path[256];
@@ -465,5 +503,6 @@ int main(void)
     test_dead_section(path);
     test_fresh_after_resets(path);
     test_corrupt_slots(path);
+    test_stale_free_record(path);
     return t_done("shared_repair");
 }
