@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lean.h"
+#include "result.h"
 #include "table_cells.h"
 
 /* The lean path found neither a cell nor an entry: a new key. */
@@ -195,7 +196,7 @@ sl_acquire_lean_on(struct sl_thread *t, struct sluice *l, const void *key, size_
 static inline __attribute__((always_inline)) int
 sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
                 const struct sl_policy *pol, const struct sl_policy *cur, uint64_t cost,
-                uint64_t now)
+                uint64_t now, struct sluice_result *res, unsigned flags)
 {
     const struct sl_lim *lim = &pol->lim[0];
     uint64_t seen[2], at, nw;
@@ -213,12 +214,16 @@ sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
             if (sl_policy_stale_private(l, pol))
                 return -EAGAIN; /* read under limits replaced since */
             sl_stat_add_private(l, t, false);
+            if (res != NULL)
+                sl_result_one_word(l, pol, seen[0], at, now, cost, SL_NO, flags, res);
             return SLUICE_DENY;
         }
         if (sl_policy_stale_private(l, pol))
             return -EAGAIN;
         if (sl_cell_commit(c, seen, nw, at)) {
             sl_stat_add_private(l, t, true);
+            if (res != NULL)
+                sl_result_one_word(l, pol, nw, at, now, cost, SL_OK, flags, res);
             return SLUICE_ALLOW;
         }
     }
@@ -227,7 +232,7 @@ sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
 static inline __attribute__((always_inline)) int
 sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
                    uint64_t cost, uint64_t now, const struct sl_policy *cur, struct sl_shard *s,
-                   uint64_t h)
+                   uint64_t h, struct sluice_result *res, unsigned flags)
 {
     struct sl_entry *e;
 
@@ -237,10 +242,12 @@ sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_
         uint64_t k[2];
         sl_cell_key_pack(key, len, k);
         if ((c = sl_cells_lookup_in(&s->cells, h, k, len, &in)) != NULL)
-            return sl_acquire_cell(t, l, c, in->owner, cur, cost, now);
+            return sl_acquire_cell(t, l, c, in->owner, cur, cost, now, res, flags);
     }
     if ((e = sl_table_find(s, h, key, len)) == NULL)
         return SL_LEAN_ABSENT;
+    if (res != NULL)
+        return -EAGAIN; /* an entry's result: the general path's */
     if (__builtin_expect(e->pol == sl_opaque(cur), 1))
         return sl_acquire_lean_on(t, l, key, len, cost, now, e, cur);
     return sl_acquire_lean_on(t, l, key, len, cost, now, e, e->pol);
@@ -248,13 +255,13 @@ sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_
 
 static inline __attribute__((always_inline)) int
 sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
-                uint64_t cost, uint64_t now)
+                uint64_t cost, uint64_t now, struct sluice_result *res)
 {
     /* acquire: the policy's limits as published */
     const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
     uint64_t h = sl_hash_inline(&l->hkey, key, len);
 
-    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, sl_shard_of(l, h), h);
+    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, sl_shard_of(l, h), h, res, 0);
 }
 
 /* internal.h */
@@ -267,7 +274,7 @@ int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *ke
     int rc;
 
     SL_ASSERT(l->shm == NULL && sl_epoch_active(t));
-    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
+    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h, NULL, 0);
     return rc != SL_LEAN_ABSENT ? rc : -EAGAIN;
 }
 
@@ -279,7 +286,8 @@ int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *ke
  */
 static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, struct sluice *l,
                                                         const void *key, size_t len,
-                                                        uint64_t cost, uint64_t now)
+                                                        uint64_t cost, uint64_t now,
+                                                        struct sluice_result *res)
 {
     /* acquire: the policy's limits as published */
     struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
@@ -292,14 +300,20 @@ static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, str
     rc = sl_key_insert_cell(t, l, s, h, key, len, cur, now);
     if (rc != 0 && rc != -EEXIST)
         return -EAGAIN;
-    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h);
+    /* made here: a result says so (made and then moved to an entry by
+     * another call, it is decided by the general path, which says not) */
+    rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h, res,
+                            rc == 0 ? SLUICE_F_NEW_KEY : 0);
     return rc != SL_LEAN_ABSENT ? rc : -EAGAIN;
 }
 
 /* The lean path in its own epoch section; the general path where it
- * declined (its section ended: the general path waits for writers). */
-static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key, size_t len,
-                                                    uint64_t cost, uint64_t now_ns)
+ * declined (its section ended: the general path waits for writers).
+ * Inline in two callers: with no result (the hot decision, where res is
+ * NULL at compile time) and with one (decided here only for a cell). */
+static inline __attribute__((always_inline)) int
+sl_acquire_hot_in(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                  struct sluice_result *res)
 {
     struct sl_thread *t;
     int rc = sl_call_begin(l, key, len, &t);
@@ -307,23 +321,41 @@ static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key
     if (rc < 0)
         return rc;
     sl_epoch_begin(t);
-    rc = sl_acquire_lean(t, l, key, len, cost, now_ns);
+    rc = sl_acquire_lean(t, l, key, len, cost, now_ns, res);
     if (__builtin_expect(rc == SL_LEAN_ABSENT, 0)) {
-        rc = sl_acquire_new_key(t, l, key, len, cost, now_ns);
+        rc = sl_acquire_new_key(t, l, key, len, cost, now_ns, res);
         sl_epoch_end(t); /* a migration of cells may have retired an array */
     } else {
         sl_epoch_end_hot(t); /* it retired nothing */
     }
-    return rc != -EAGAIN ? rc : sl_acquire_general(l, key, len, cost, now_ns, NULL);
+    return rc != -EAGAIN ? rc : sl_acquire_general(l, key, len, cost, now_ns, res);
 }
 
-/* Two tail calls: a private limiter's call without a result is likely
- * the lean path's. */
+static __attribute__((noinline)) int sl_acquire_hot(sluice_t *l, const void *key, size_t len,
+                                                    uint64_t cost, uint64_t now_ns)
+{
+    return sl_acquire_hot_in(l, key, len, cost, now_ns, NULL);
+}
+
+static __attribute__((noinline)) int sl_acquire_hot_res(sluice_t *l, const void *key,
+                                                        size_t len, uint64_t cost,
+                                                        uint64_t now_ns,
+                                                        struct sluice_result *res)
+{
+    return sl_acquire_hot_in(l, key, len, cost, now_ns, res);
+}
+
+/* Tail calls: a private limiter's call is likely the lean path's. */
 int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
                       struct sluice_result *res)
 {
     if (l != NULL && l->shm == NULL && res == NULL)
         return sl_acquire_hot(l, key, len, cost, now_ns);
+    /* a result on a key that may be in a cell: the lean path tries the
+     * cells (relaxed: a hint only; the decision reads the policy again) */
+    if (l != NULL && l->shm == NULL && len <= SL_CELL_KEY_MAX && l->cells_on &&
+        atomic_load_explicit(&l->policy, memory_order_relaxed)->gcra_alone)
+        return sl_acquire_hot_res(l, key, len, cost, now_ns, res);
     return sl_acquire_general(l, key, len, cost, now_ns, res);
 }
 

@@ -193,3 +193,28 @@ void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_
     /* a slot frees when some key has been idle long enough */
     res->retry_after_ns = g[i].l->idle_ttl_ns ? g[i].l->idle_ttl_ns : res->period_ns;
 }
+
+void sl_result_one_word(struct sluice *l, const struct sl_policy *pol, uint64_t word, uint64_t at,
+                        uint64_t now, uint64_t cost, int verdict, unsigned flags,
+                        struct sluice_result *res)
+{
+    const struct sl_lim *lim = &pol->lim[0];
+    sl_aword w = word; /* a copy: the cell may have moved on since */
+    uint64_t asked = verdict == SL_OK ? 0 : cost; /* admitted: the state after it */
+    struct sl_report r;
+    struct sl_target g; /* what the report's tellers read (not the receipts) */
+
+    g.l = l;
+    g.e = NULL; /* a key in a cell is never pinned before the wrap: GCRA alone */
+    g.pol = (struct sl_policy *)pol; /* read only here */
+    g.w = &w;
+    g.now = now;
+    g.at = at;
+    g.flags = flags;
+    g.behind = (int64_t)(at - now) > 0 ? at - now : 0; /* as sl_target_use_at's */
+    if (lim->ops->report(lim, &w, at, asked, &r) == SL_FROZEN)
+        r = (struct sl_report){0, 0, 0, 0};
+    sl_report_for_caller(&r, &g, asked);
+    sl_result_fill(res, &g, 0, 0, &r);
+    sl_result_finish(res, verdict, flags);
+}

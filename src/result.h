@@ -86,5 +86,11 @@ int sl_report_all(struct sl_target *g, size_t n, uint64_t cost, struct sluice_re
 void sl_report_charged(struct sl_target *g, size_t n, struct sluice_result *res);
 /* A key of a limiter that fails closed found no room: the result. */
 void sl_result_full(struct sl_target *g, size_t i, uint64_t cost, struct sluice_result *res);
+/* A key in a cell (one limit, one word) decided at `at` for a caller at
+ * now: the result from its state word as this decision left it (nw after
+ * an admission) or found it (a denial), as sl_charge_one tells one limit. */
+void sl_result_one_word(struct sluice *l, const struct sl_policy *pol, uint64_t word, uint64_t at,
+                        uint64_t now, uint64_t cost, int verdict, unsigned flags,
+                        struct sluice_result *res);
 
 #endif

@@ -8,7 +8,9 @@
  *   - moved to an entry (a call with a result, a set_policy), it keeps its
  *     state and time: nothing more is admitted at that instant, and a call
  *     at an earlier time is still decided at its latest admission;
- *   - an idle key is reaped out of its cell, and made again fresh.
+ *   - an idle key is reaped out of its cell, and made again fresh;
+ *   - a call with a result is decided in its cell, and every verdict and
+ *     result is the one a limiter without cells gives.
  */
 #include "helpers.h"
 #include "internal.h"
@@ -50,7 +52,89 @@ static bool cells_same(struct sl_shard *s, const void *copy, size_t bytes)
     return same;
 }
 
-int main(void)
+/*
+ * The same calls on a limiter with cells and one without (every key an
+ * entry): every verdict and every field of every result the same, from
+ * random keys (lengths 0 to 17), costs (some above the capacity), times
+ * (repeated, stale, far ahead so keys go idle), calls with and without a
+ * result, peeks, one-key acquire_all, resets and reaps.
+ */
+static void same_as_entries(uint64_t seed, unsigned ops)
+{
+    static const char *keys[] = {"", "a", "ab", "ab\0", "10.0.0.1", "user:42",
+                                 "0123456789abcde", "0123456789abcdef", "0123456789abcdefg",
+                                 "x", "y", "z"};
+    static const uint64_t steps[] = {0, 0, 1, 7000000, 100000000, NS_PER_S, 30 * NS_PER_S};
+    struct sluice_config cfg;
+    sluice_t *lc, *le;
+    uint64_t rng = seed, t = 40 * NS_PER_S;
+
+    sluice_config_init(&cfg);
+    CHECK_EQ(sluice_policy_add(&cfg.policy, SLUICE_GCRA, BURST, NS_PER_S), 0);
+    cfg.idle_ttl_ns = 5 * NS_PER_S;
+    CHECK_EQ(sluice_create(&cfg, &lc), 0);
+    sl_cells_enabled = false;
+    CHECK_EQ(sluice_create(&cfg, &le), 0);
+    sl_cells_enabled = true;
+    for (unsigned i = 0; i < ops; i++) {
+        unsigned k = (unsigned)(t_rand(&rng) % (sizeof(keys) / sizeof(keys[0])));
+        size_t len = k == 3 ? 3 : strlen(keys[k]);
+        uint64_t cost = 1 + t_rand(&rng) % (BURST + 2), op = t_rand(&rng) % 100, at;
+        struct sluice_result rc_res, re_res;
+        int rc, re;
+
+        t += steps[t_rand(&rng) % (sizeof(steps) / sizeof(steps[0]))];
+        at = t_rand(&rng) % 8 == 0 ? t - t_rand(&rng) % NS_PER_S : t; /* out of order */
+        cost = cost > 3 && t_rand(&rng) % 2 ? 1 : cost;
+        memset(&rc_res, 0xa5, sizeof(rc_res));
+        memset(&re_res, 0xa5, sizeof(re_res));
+        if (op < 55) {
+            rc = sluice_acquire_at(lc, keys[k], len, cost, at, &rc_res);
+            re = sluice_acquire_at(le, keys[k], len, cost, at, &re_res);
+        } else if (op < 80) {
+            rc = sluice_acquire_at(lc, keys[k], len, cost, at, NULL);
+            re = sluice_acquire_at(le, keys[k], len, cost, at, NULL);
+        } else if (op < 90) {
+            rc = sluice_peek_at(lc, keys[k], len, cost, at, &rc_res);
+            re = sluice_peek_at(le, keys[k], len, cost, at, &re_res);
+        } else if (op < 93) {
+            struct sluice_key onec = {lc, keys[k], len}, onee = {le, keys[k], len};
+            rc = sluice_acquire_all(&onec, 1, cost, at, &rc_res);
+            re = sluice_acquire_all(&onee, 1, cost, at, &re_res);
+        } else if (op < 96) {
+            rc = sluice_reset(lc, keys[k], len);
+            re = sluice_reset(le, keys[k], len);
+        } else {
+            rc = (int)sluice_reap(lc, at);
+            re = (int)sluice_reap(le, at);
+        }
+        if (rc != re || memcmp(&rc_res, &re_res, sizeof(rc_res)) != 0) {
+            fprintf(stderr,
+                    "op %u (kind %u, key %u, cost %u): %d vs %d; remaining %llu vs %llu, "
+                    "retry %llu vs %llu, reset %llu vs %llu, flags %u vs %u\n",
+                    i, (unsigned)op, k, (unsigned)cost, rc, re,
+                    (unsigned long long)rc_res.remaining, (unsigned long long)re_res.remaining,
+                    (unsigned long long)rc_res.retry_after_ns,
+                    (unsigned long long)re_res.retry_after_ns,
+                    (unsigned long long)rc_res.reset_after_ns,
+                    (unsigned long long)re_res.reset_after_ns, rc_res.flags, re_res.flags);
+            CHECK(0);
+            break;
+        }
+    }
+    {
+        /* the comparison was of cells: most keys are still in one */
+        struct sl_shard *s;
+        unsigned in_cells = 0;
+        for (unsigned k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+            in_cells += cell_of(lc, keys[k], k == 3 ? 3 : strlen(keys[k]), &s) != NULL;
+        CHECK(in_cells > 0);
+    }
+    sluice_destroy(lc);
+    sluice_destroy(le);
+}
+
+int main(int argc, char **argv)
 {
     struct sluice_config cfg;
     struct sluice_result res;
@@ -92,8 +176,17 @@ int main(void)
     CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + NS_PER_S / 10, NULL), SLUICE_ALLOW);
     CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0, NULL), SLUICE_DENY);
 
-    /* a call with a result moves it to an entry, state and time kept */
+    /* a call with a result is decided in the cell too */
     CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + NS_PER_S / 10, &res), SLUICE_DENY);
+    CHECK(cell_of(l, key, 16, &s) != NULL);
+    CHECK_U64(res.remaining, 0);
+    CHECK_U64(res.retry_after_ns, NS_PER_S / 10);
+
+    /* acquire_all moves it to an entry, state and time kept */
+    {
+        struct sluice_key one = {l, key, 16};
+        CHECK_EQ(sluice_acquire_all(&one, 1, 1, t0 + NS_PER_S / 10, &res), SLUICE_DENY);
+    }
     CHECK(cell_of(l, key, 16, &s) == NULL);
     CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0, NULL), SLUICE_DENY);
     CHECK_EQ(sluice_acquire_at(l, key, 16, 1, t0 + 2 * NS_PER_S / 10, NULL), SLUICE_ALLOW);
@@ -140,5 +233,7 @@ int main(void)
     CHECK_EQ(sluice_acquire_at(l, "ip4", 4, 1, t0 + 3 * NS_PER_S, NULL), SLUICE_ALLOW);
     CHECK(cell_of(l, "ip4", 4, &s) != NULL);
     sluice_destroy(l);
+    for (uint64_t seed = 1; seed <= 8; seed++)
+        same_as_entries(seed, (unsigned)(20000 * t_scale(argc, argv)));
     return t_done("cells_limiter");
 }
