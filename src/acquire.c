@@ -16,6 +16,8 @@
 
 /* The lean path found neither a cell nor an entry: a new key. */
 #define SL_LEAN_ABSENT (-0x10000)
+/* A result asked for on a key in an entry: sl_acquire_fast's to decide. */
+#define SL_LEAN_ENTRY (-0x10001)
 
 /* lean.h */
 __attribute__((noinline)) void sl_lean_take_back(struct sluice *l, const void *key, size_t len,
@@ -247,21 +249,10 @@ sl_acquire_lean_in(struct sl_thread *t, struct sluice *l, const void *key, size_
     if ((e = sl_table_find(s, h, key, len)) == NULL)
         return SL_LEAN_ABSENT;
     if (res != NULL)
-        return -EAGAIN; /* an entry's result: the general path's */
+        return SL_LEAN_ENTRY; /* an entry's result: the general path's */
     if (__builtin_expect(e->pol == sl_opaque(cur), 1))
         return sl_acquire_lean_on(t, l, key, len, cost, now, e, cur);
     return sl_acquire_lean_on(t, l, key, len, cost, now, e, e->pol);
-}
-
-static inline __attribute__((always_inline)) int
-sl_acquire_lean(struct sl_thread *t, struct sluice *l, const void *key, size_t len,
-                uint64_t cost, uint64_t now, struct sluice_result *res)
-{
-    /* acquire: the policy's limits as published */
-    const struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-    uint64_t h = sl_hash_inline(&l->hkey, key, len);
-
-    return sl_acquire_lean_in(t, l, key, len, cost, now, cur, sl_shard_of(l, h), h, res, 0);
 }
 
 /* internal.h */
@@ -304,7 +295,7 @@ static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, str
      * another call, it is decided by the general path, which says not) */
     rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h, res,
                             rc == 0 ? SLUICE_F_NEW_KEY : 0);
-    return rc != SL_LEAN_ABSENT ? rc : -EAGAIN;
+    return rc != SL_LEAN_ABSENT && rc != SL_LEAN_ENTRY ? rc : -EAGAIN;
 }
 
 /* The lean path in its own epoch section; the general path where it
@@ -315,14 +306,26 @@ static inline __attribute__((always_inline)) int
 sl_acquire_hot_in(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
                   struct sluice_result *res)
 {
+    const struct sl_policy *cur;
     struct sl_thread *t;
+    uint64_t h;
     int rc = sl_call_begin(l, key, len, &t);
 
     if (rc < 0)
         return rc;
     sl_epoch_begin(t);
-    rc = sl_acquire_lean(t, l, key, len, cost, now_ns, res);
-    if (__builtin_expect(rc == SL_LEAN_ABSENT, 0)) {
+    /* acquire: the policy's limits as published */
+    cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    h = sl_hash_inline(&l->hkey, key, len);
+    rc = sl_acquire_lean_in(t, l, key, len, cost, now_ns, cur, sl_shard_of(l, h), h, res, 0);
+    if (res != NULL && rc == SL_LEAN_ENTRY) {
+        /* in this section, the key hashed once: the general path's first
+         * step (its lookup again, of lines now cached) */
+        struct sl_target g;
+        sl_target_init_hashed(&g, l, key, len, h);
+        rc = sl_acquire_fast(t, &g, cost, now_ns, res);
+        sl_epoch_end_hot(t); /* it retired nothing */
+    } else if (__builtin_expect(rc == SL_LEAN_ABSENT, 0)) {
         rc = sl_acquire_new_key(t, l, key, len, cost, now_ns, res);
         sl_epoch_end(t); /* a migration of cells may have retired an array */
     } else {

@@ -185,8 +185,8 @@ struct sl_target {
 
 /* Inline: every decision starts here (a call into another file costs the
  * hot path ~20 instructions). */
-static inline void sl_target_init(struct sl_target *g, struct sluice *l, const void *key,
-                                  size_t len)
+static inline void sl_target_init_hashed(struct sl_target *g, struct sluice *l, const void *key,
+                                         size_t len, uint64_t h)
 {
     /* every field but the receipts (written before read) */
     g->e = NULL;
@@ -202,8 +202,14 @@ static inline void sl_target_init(struct sl_target *g, struct sluice *l, const v
     g->l = l;
     g->key = key;
     g->len = len;
-    g->h = sl_hash(&l->hkey, key, len);
+    g->h = h;
     g->s = l->shm != NULL ? NULL : sl_shard_of(l, g->h); /* shared: the file's shards */
+}
+
+static inline void sl_target_init(struct sl_target *g, struct sluice *l, const void *key,
+                                  size_t len)
+{
+    sl_target_init_hashed(g, l, key, len, sl_hash(&l->hkey, key, len));
 }
 
 /* g, asked for at now, is decided with entry e (NULL: absent or
