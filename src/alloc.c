@@ -10,6 +10,7 @@
 
 #ifdef SL_DEBUG_CHECKS
 _Atomic(void (*)(void)) sl_test_between_commits; /* internal.h */
+_Atomic(void (*)(void)) sl_test_cells_missed;    /* internal.h */
 #endif
 
 static _Atomic unsigned long fail_countdown;

@@ -200,6 +200,7 @@ sl_cells_lookup_in(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k
         *in = t;
         return c;
     }
+    SL_TEST_CELLS_MISSED();
     *in = prev;
     return sl_cells_probe(prev, h, k, want);
 }

@@ -149,8 +149,21 @@ extern _Atomic(void (*)(void)) sl_test_between_commits;
         if (hook_ != NULL)                                                                 \
             hook_();                                                                       \
     } while (0)
+/* Tests, likewise: called by a cell lookup that missed the current array,
+ * before it turns to the array a migration is copying from; test/cells
+ * stalls there, so that a lookup that read `prev` only now would meet
+ * whole migrations finished behind its probe. */
+extern _Atomic(void (*)(void)) sl_test_cells_missed;
+#define SL_TEST_CELLS_MISSED()                                                             \
+    do {                                                                                   \
+        void (*hook_)(void) = atomic_load_explicit(&sl_test_cells_missed,                 \
+                                                   memory_order_relaxed);                  \
+        if (hook_ != NULL)                                                                 \
+            hook_();                                                                       \
+    } while (0)
 #else
 #define SL_TEST_BETWEEN_COMMITS() ((void)0)
+#define SL_TEST_CELLS_MISSED() ((void)0)
 #endif
 
 

@@ -15,6 +15,7 @@
  *
  * Usage: cells [scale [threads]].  Under TSan the suite runs it too.
  */
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "helpers.h"
@@ -223,6 +224,26 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+#ifdef SL_DEBUG_CHECKS
+/* src/internal.h: a lookup that missed the current array stalls, now and
+ * then, before it turns to `prev`, until the writer has finished the
+ * migration under way (or for a bounded while); a lookup that read prev
+ * only after its probe then misses present victims in most runs (it was
+ * seen in 1 of 20 without). */
+static void stall_after_miss(void)
+{
+    static _Thread_local unsigned n;
+    unsigned m = atomic_load_explicit(&migrations, memory_order_relaxed);
+
+    if (++n % 4 != 0)
+        return;
+    for (unsigned i = 0; i < 2000 && atomic_load_explicit(&migrations, memory_order_relaxed) == m &&
+                         !atomic_load_explicit(&writer_done, memory_order_relaxed);
+         i++)
+        sched_yield();
+}
+#endif
+
 int main(int argc, char **argv)
 {
     double scale = t_scale(argc, argv);
@@ -257,6 +278,9 @@ int main(int argc, char **argv)
         }
     }
     atomic_init(&table, sl_cells_new(&accounted, 0));
+#ifdef SL_DEBUG_CHECKS
+    atomic_store(&sl_test_cells_missed, stall_after_miss);
+#endif
     decider_budget = (uint64_t)(4e6 * (scale < 1 ? 1 : scale)) + NK * K * 40;
 
     w_rounds = rounds;
