@@ -150,7 +150,7 @@ int sl_cells_migrate(_Atomic(struct sl_cells *) *cur, sl_aword *acct, uint64_t c
 void sl_cells_retire(struct sl_thread *th, sl_aword *acct, struct sl_cells *t)
 {
     sl_unaccount(acct, t->bytes);
-    sl_retire(th, &t->retire, sl_cells_free_cb);
+    sl_retire_array(th, &t->retire, sl_cells_free_cb);
 }
 
 int sl_cells_reserve(_Atomic(struct sl_cells *) *cur, sl_aword *acct, sl_cells_hash_fn *hash,

@@ -242,6 +242,12 @@ void sl_retire(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb)
     t->n_cur++;
 }
 
+void sl_retire_array(struct sl_thread *t, ck_epoch_entry_t *entry, ck_epoch_cb_t *cb)
+{
+    sl_retire(t, entry, cb);
+    t->n_cur += SL_POLL_PENDING;
+}
+
 /* No record shows a section that began at or before epoch tag. */
 static bool sl_epoch_clear(uint64_t tag)
 {

@@ -248,7 +248,7 @@ static int sl_rehash_locked(struct sl_shard *s, uint64_t live)
     s->reap_cursor = 0;
     atomic_store_explicit(&s->slots, t, memory_order_release);
     sl_unaccount(&l->memory, old->bytes);
-    sl_retire(th, &old->retire, sl_slots_free_cb);
+    sl_retire_array(th, &old->retire, sl_slots_free_cb);
     return 0;
 }
 

@@ -21,6 +21,30 @@
 #include "sluice.h"
 
 #define T_SKIP 77
+
+/* Built with a sanitizer: resident memory then says little (shadow
+ * memory, quarantined frees), so tests of it only report. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+
+/* The process's resident memory (0 if /proc is not there). */
+static inline uint64_t t_rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
 #define NS_PER_S UINT64_C(1000000000)
 
 static int t_failures;

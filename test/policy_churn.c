@@ -21,32 +21,12 @@
 #define NOW (UINT64_C(1000) * NS_PER_S)
 #define GROWTH_MAX (96u << 20)
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define T_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define T_SANITIZED 1
-#endif
-#endif
 
 struct churn {
     sluice_t *l;
     bool overrides;
     uint64_t calls, seed;
 };
-
-static uint64_t rss_bytes(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-
-    if (f == NULL)
-        return 0;
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-        resident = 0;
-    fclose(f);
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
 
 static void *churn_main(void *arg)
 {
@@ -75,9 +55,9 @@ static void run(const char *name, sluice_t *l, bool overrides, uint64_t calls)
     unsigned admitted = 0;
 
     CHECK_EQ(sluice_acquire_at(l, "warm", 4, 1, NOW, NULL), SLUICE_ALLOW);
-    before = rss_bytes();
+    before = t_rss_bytes();
     t_run_threads(2, churn_main, c, sizeof(c[0]));
-    after = rss_bytes();
+    after = t_rss_bytes();
     grown = after > before ? after - before : 0;
     printf("%-28s 2 x %" PRIu64 " calls: resident memory grew %" PRIu64 " KiB\n", name, calls,
            grown >> 10);
