@@ -52,8 +52,10 @@ static void flood(const char *what, size_t key_len, unsigned threads, uint64_t n
     printf("%-30s %u thread(s), %" PRIu64 " keys: %.1f B/key held, %.1f B/key resident\n", what,
            threads, n, (double)st.memory_bytes / (double)n, (double)grown / (double)n);
 #ifndef T_SANITIZED
-    /* the allocator's own headers and a page or two per array besides */
-    CHECK(grown <= st.memory_bytes + st.memory_bytes / 2 + (UINT64_C(8) << 20));
+    /* twice: glibc keeps some of what threads' arenas freed (two threads:
+     * 62 to 94 resident bytes a key beside 50 held, over runs; 246 when
+     * the outgrown arrays stayed) */
+    CHECK(grown <= 2 * st.memory_bytes + (UINT64_C(16) << 20));
 #endif
     sluice_destroy(l);
 }
