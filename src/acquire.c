@@ -355,9 +355,9 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
     if (l != NULL && l->shm == NULL && res == NULL)
         return sl_acquire_hot(l, key, len, cost, now_ns);
     /* a result on a key that may be in a cell: the lean path tries the
-     * cells (relaxed: a hint only; the decision reads the policy again) */
-    if (l != NULL && l->shm == NULL && len <= SL_CELL_KEY_MAX && l->cells_on &&
-        atomic_load_explicit(&l->policy, memory_order_relaxed)->gcra_alone)
+     * cells.  (Not filtered by the policy here: outside an epoch section
+     * the policy may be freed under the reader; TSan's pair_race saw it.) */
+    if (l != NULL && l->shm == NULL && len <= SL_CELL_KEY_MAX && l->cells_on)
         return sl_acquire_hot_res(l, key, len, cost, now_ns, res);
     return sl_acquire_general(l, key, len, cost, now_ns, res);
 }

@@ -137,30 +137,26 @@ extern bool sl_cells_enabled;
 /* Tests: fail the nth allocation from now (1 = next), every nth if `every`; 0 disables. */
 void sl_test_fail_alloc(unsigned long nth, bool every);
 #ifdef SL_DEBUG_CHECKS
-/* Tests, in debug and sanitizer builds: called by a call on several keys
- * after its first key's time is committed and before the others', the
- * window in which a writer freezing a later key must wait for the call
- * (sl_entry_commits_done); commit_race widens it with a spin. */
+/* Tests, in debug and sanitizer builds: a hook a test may set, called
+ * where a window it would widen is (relaxed: set before the racers run). */
+#define SL_TEST_HOOK(hook)                                                                 \
+    do {                                                                                   \
+        void (*hook_)(void) = atomic_load_explicit(&(hook), memory_order_relaxed);         \
+        if (hook_ != NULL)                                                                 \
+            hook_();                                                                       \
+    } while (0)
+/* Called by a call on several keys after its first key's time is
+ * committed and before the others', the window in which a writer freezing
+ * a later key must wait for the call (sl_entry_commits_done); commit_race
+ * widens it with a spin. */
 extern _Atomic(void (*)(void)) sl_test_between_commits;
-#define SL_TEST_BETWEEN_COMMITS()                                                          \
-    do {                                                                                   \
-        void (*hook_)(void) = atomic_load_explicit(&sl_test_between_commits,              \
-                                                   memory_order_relaxed);                  \
-        if (hook_ != NULL)                                                                 \
-            hook_();                                                                       \
-    } while (0)
-/* Tests, likewise: called by a cell lookup that missed the current array,
- * before it turns to the array a migration is copying from; test/cells
- * stalls there, so that a lookup that read `prev` only now would meet
- * whole migrations finished behind its probe. */
+#define SL_TEST_BETWEEN_COMMITS() SL_TEST_HOOK(sl_test_between_commits)
+/* Called by a cell lookup that missed the current array, before it turns
+ * to the array a migration is copying from; test/cells stalls there, so
+ * that a lookup that read `prev` only now would meet whole migrations
+ * finished behind its probe. */
 extern _Atomic(void (*)(void)) sl_test_cells_missed;
-#define SL_TEST_CELLS_MISSED()                                                             \
-    do {                                                                                   \
-        void (*hook_)(void) = atomic_load_explicit(&sl_test_cells_missed,                 \
-                                                   memory_order_relaxed);                  \
-        if (hook_ != NULL)                                                                 \
-            hook_();                                                                       \
-    } while (0)
+#define SL_TEST_CELLS_MISSED() SL_TEST_HOOK(sl_test_cells_missed)
 #else
 #define SL_TEST_BETWEEN_COMMITS() ((void)0)
 #define SL_TEST_CELLS_MISSED() ((void)0)
