@@ -17,7 +17,8 @@
  * every other outcome is a negative errno and charges nothing.  (A request
  * that fails after a racing change, such as a set_policy that makes its
  * cost -E2BIG, takes back a key it created, unless another call has
- * charged that key meanwhile; a key left behind is as after a denied
+ * charged or moved that key meanwhile (on a shared limiter, a set_policy
+ * moves every key of the file); a key left behind is as after a denied
  * request (where racing charges were taken back, one unit may stay: fewer
  * admitted, never more).  Like a denied request, it may have started again
  * a key idle beyond its range: see SLUICE_GCRA.)

@@ -284,6 +284,7 @@ static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, str
     struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
     uint64_t h = sl_hash_inline(&l->hkey, key, len);
     struct sl_shard *s = sl_shard_of(l, h);
+    bool made;
     int rc;
 
     if (cost == 0 || cost > cur->min_cap)
@@ -293,9 +294,17 @@ static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, str
         return -EAGAIN;
     /* made here: a result says so (made and then moved to an entry by
      * another call, it is decided by the general path, which says not) */
+    made = rc == 0;
     rc = sl_acquire_lean_in(t, l, key, len, cost, now, cur, s, h, res,
-                            rc == 0 ? SLUICE_F_NEW_KEY : 0);
-    return rc != SL_LEAN_ABSENT && rc != SL_LEAN_ENTRY ? rc : -EAGAIN;
+                            made ? SLUICE_F_NEW_KEY : 0);
+    if (rc >= 0)
+        return rc;
+    /* Undecided (a set_policy came between): a key made here is taken
+     * back, so that the general path makes it, and takes it back should
+     * the call fail (-E2BIG under the new policy). */
+    if (made)
+        (void)sl_cell_take_back(s, h, key, len);
+    return -EAGAIN;
 }
 
 /* The lean path in its own epoch section; the general path where it

@@ -96,10 +96,13 @@ static int gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint
  * Take back a charge whose word was `receipt` (never 0): only if the word is
  * still exactly that, i.e. nothing was charged after it (or what was, was
  * taken back), move TAT back by cost*T, to max(TAT before, time of the
- * charge).  Otherwise the TAT holds later charges that subtracting from it
- * would erase, so leave it (under-admission, never over-admission).  A TAT
- * only grows with charges and only returns to `receipt` when every later
- * charge was undone, so a CAS from `receipt` cannot take anyone else's.
+ * charge); or to 0 where it was 0 before (never charged: receipt[1]), the
+ * key then as if never charged, so that a failing call that made it can
+ * take it back (sl_entry_freeze_if_untouched).  Otherwise the TAT holds
+ * later charges that subtracting from it would erase, so leave it
+ * (under-admission, never over-admission).  A TAT only grows with charges
+ * and only returns to `receipt` when every later charge was undone, so a
+ * CAS from `receipt` cannot take anyone else's.
  */
 static bool gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                       const uint64_t *receipt)
@@ -116,6 +119,8 @@ static bool gcra_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
     nw = (((a - whole) & lim->amask) << lim->fbits) | (f - frac);
     if (nw == 0)
         nw = UINT64_C(1) << lim->fbits;
+    if (receipt[1] != 0)
+        nw = 0;
     /* acq_rel like a charge; a failure (changed or frozen) leaves it */
     return sl_cas_acqrel(w, &expect, nw) || !(expect & SL_DEAD);
 }

@@ -65,10 +65,15 @@ static inline int sl_gcra_next(const struct sl_lim *lim, uint64_t c, uint64_t no
     return SL_OK;
 }
 
-static inline void sl_gcra_receipt(uint64_t *receipt, uint64_t nw)
+/* receipt[1]: the word was 0 (never charged) before this charge, so that
+ * an undo finding the word still as this charge left it restores exactly
+ * 0: the key as if never charged, which a failing call that made it may
+ * then take back (sl_entry_freeze_if_untouched). */
+static inline void sl_gcra_receipt(uint64_t *receipt, uint64_t was, uint64_t nw)
 {
     receipt[0] = nw; /* what gcra_undo takes back */
-    receipt[1] = receipt[2] = 0;
+    receipt[1] = was == 0;
+    receipt[2] = 0;
 }
 
 /* The charge (the algorithm's op, and the lean path's inline): a CAS from
@@ -85,7 +90,7 @@ static inline int sl_gcra_charge(const struct sl_lim *lim, sl_aword *w, uint64_t
         if (sl_gcra_next(lim, c, now, cost, &nw) != SL_OK)
             return SL_NO;
     } while (!sl_cas_acqrel(w, &c, nw));
-    sl_gcra_receipt(receipt, nw);
+    sl_gcra_receipt(receipt, c, nw);
     return SL_OK;
 }
 
@@ -97,7 +102,7 @@ static inline int sl_gcra_step(const struct sl_lim *lim, uint64_t c, uint64_t no
         return SL_FROZEN;
     if (sl_gcra_next(lim, c, now, cost, next) != SL_OK)
         return SL_NO;
-    sl_gcra_receipt(receipt, *next);
+    sl_gcra_receipt(receipt, c, *next);
     return SL_OK;
 }
 

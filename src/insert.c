@@ -178,6 +178,11 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
+        /* The key this call made, moved before its decision: the pin goes
+         * with it, so that a failure after the move (a racing set_policy's
+         * -E2BIG) still takes it back (relaxed: published below, release) */
+        if (g->pinned == e)
+            atomic_store_explicit(&ne->pinned, 1, memory_order_relaxed);
         unsigned kept = sl_entry_move_state(
             e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now,
             NULL, NULL);
@@ -187,6 +192,8 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         sl_entry_mark_moved(e, e->pol, to, kept, sl_word_id(ne->w));
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
+        if (g->pinned == e)
+            g->pinned = ne;
         ne = NULL;
     }
     sl_shard_unlock(g->s);

@@ -291,7 +291,8 @@ static inline bool sl_policy_stale(struct sluice *l, const struct sl_policy *pol
     return sl_policy_stale_private(l, pol);
 }
 /* Replace g's entry by one laid out for `to` (its state as `how` says),
- * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again. */
+ * under the shard lock.  -EAGAIN: the entry changed meanwhile, look again.
+ * The entry g's call made (g->pinned) passes its pin to its replacement. */
 int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *e,
                      struct sl_policy *to, enum sl_move how, uint64_t now);
 /* Insert g's key under pol, inside an epoch section: 0 (*out the entry),

@@ -344,7 +344,7 @@ size_t sl_shm_reap_some(struct sluice *l, struct sl_shm_shard *s, uint64_t now,
                         uint64_t *budget, size_t max_remove);
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                 const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
-                uint64_t now);
+                uint64_t now, uint32_t pin);
 /* Publish a new key under pol in a locked shard (override_set): 0,
  * -ENOSPC (max_keys and nothing reapable, or the shard's slots all live)
  * or -ENOMEM (no free entry, or slot, now: unlock, let the epoch move,

@@ -72,7 +72,7 @@ static int sl_shm_migrate_shard(struct sluice *l, struct sl_shm_shard *s, struct
         /* -ENOMEM: no free entry now; -EAGAIN: frozen by a writer that
          * died (thawed once we unlock): both, unlock and come back, never
          * leaving an entry behind (the next change overwrites its policy) */
-        int rc = sl_shm_swap(l, &a[i], e, from, to, SL_MOVE_CARRY, now);
+        int rc = sl_shm_swap(l, &a[i], e, from, to, SL_MOVE_CARRY, now, 0);
         if (rc != 0)
             return rc;
     }
@@ -206,7 +206,7 @@ static int sl_shm_admin_locked(struct sluice *l, struct sl_shm_shard *s, uint64_
         return -ESTALE; /* refresh and try again */
     if (op == SL_RESET)
         return sl_shm_swap(l, slot, e, from, from->is_override ? from : cur, SL_MOVE_FRESH,
-                           now);
+                           now, 0);
     to = cur;
     if (op == SL_OVR_SET) {
         /* a key that gains an override counts against the bound first */
@@ -223,7 +223,7 @@ static int sl_shm_admin_locked(struct sluice *l, struct sl_shm_shard *s, uint64_
     }
     rc = e == NULL ? sl_shm_add_locked(l, s, h, key, len, to,
                                        sl_admin_reap_time(sl_load_rlx(&m->hdr->reap_floor)))
-                   : sl_shm_swap(l, slot, e, from, to, SL_MOVE_CARRY, now);
+                   : sl_shm_swap(l, slot, e, from, to, SL_MOVE_CARRY, now, 0);
     if (rc != 0 && op == SL_OVR_SET) {
         sl_shm_ovr_free(m, to->shm_ref);
         if (from == NULL || !from->is_override)

@@ -425,10 +425,11 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
 
 /* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
- * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free. */
+ * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free.
+ * pin: the new entry's (sl_entry.pinned), 0 but for the call that made e. */
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                 const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
-                uint64_t now)
+                uint64_t now, uint32_t pin)
 {
     struct sl_shm *m = l->shm;
     uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot);
@@ -444,7 +445,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     /* the length as the file says, within what an entry holds: a corrupt
      * one (far above max_key_len) was copied as it was, past the entry */
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), sl_min64(e->key_len, l->max_key_len), to,
-                           0);
+                           pin);
     kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
                                sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e), m);
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
@@ -464,8 +465,14 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
     int rc = -EAGAIN;
 
     sl_shm_lock(l, s);
-    if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to))
-        rc = sl_shm_swap(l, slot, e, from, to, how, now);
+    if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to)) {
+        /* the key this call made, moved before its decision: the pin goes
+         * with it, so that a failure after the move still takes it back */
+        bool ours = g->pinned == e;
+        rc = sl_shm_swap(l, slot, e, from, to, how, now, ours ? sl_shm_pin_token(l) : 0);
+        if (rc == 0 && ours)
+            g->pinned = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL);
+    }
     sl_shm_unlock(l, s);
     return rc;
 }

@@ -185,6 +185,32 @@ int sl_cells_insert_locked(struct sl_shard *s, uint64_t h, const void *key, size
     return 0;
 }
 
+bool sl_cell_take_back(struct sl_shard *s, uint64_t h, const void *key, size_t len)
+{
+    struct sluice *l = s->owner;
+    struct sl_cells *t;
+    struct sl_cell *c;
+    bool back = false;
+
+    sl_shard_lock(s);
+    if ((c = sl_cell_find_locked(s, h, key, len, &t)) != NULL) {
+        /* never charged (GCRA's 0: a cell's charge is its one CAS, never
+         * undone), frozen from exactly that: a charge landing first keeps
+         * the key, one coming after finds it frozen and goes the general
+         * way, which finds the key absent */
+        uint64_t seen[2] = {0, sl_load_acq(&c->last)};
+        uint64_t next[2] = {SL_DEAD, seen[1]};
+        if (sl_cas_pair_acqrel(&c->state, seen, next)) {
+            sl_cells_remove(t, c);
+            sl_uncount(&l->nkeys, 1);
+            sl_uncount(&l->inserted, 1);
+            back = true;
+        }
+    }
+    sl_shard_unlock(s);
+    return back;
+}
+
 /*
  * Reap idle cells, as sl_table_reap_some reaps entries: up to *budget
  * cells from the shard's cursor, at most max_remove.  A cell is idle at

@@ -26,6 +26,12 @@ int sl_table_get_locked_err(struct sl_shard *s, uint64_t h, const void *key, siz
 int sl_cells_insert_locked(struct sl_shard *s, uint64_t h, const void *key, size_t len,
                            struct sl_policy *pol);
 
+/* Take back a key a call made in a cell and then could not decide there
+ * (a racing set_policy): removed if no charge stands in it, so that the
+ * general path makes the key itself and takes it back should it fail.
+ * true if removed. */
+bool sl_cell_take_back(struct sl_shard *s, uint64_t h, const void *key, size_t len);
+
 /* A peek of g's key if it is in a cell: decided on a view of the cell
  * (sl_state_view: read as under the default in force, nothing written,
  * the key left in its cell).  0 viewed, -ENOENT (not in a cell: look for
