@@ -291,9 +291,9 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
     return sl_entry_freeze_fresh_pol(e, pol, now, NULL);
 }
 
-/* Every state word of e 0, but the control words, which this freeze made
+/* Every state word of e 0, but the control words, which a freeze made
  * SL_DEAD. */
-static bool sl_words_zero_but_frozen(struct sl_entry *e, const struct sl_policy *pol)
+bool sl_entry_frozen_untouched(struct sl_entry *e, const struct sl_policy *pol)
 {
     unsigned j = 0;
 
@@ -333,7 +333,7 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
         if (!sl_cas_acqrel(&e->w[pol->lim[i].off], &zero, SL_DEAD))
             break;
     }
-    if (i == pol->nlimits && sl_words_zero_but_frozen(e, pol))
+    if (i == pol->nlimits && sl_entry_frozen_untouched(e, pol))
         return true;
     while (i-- > 0) /* nobody else writes a frozen word */
         sl_store_rel(&e->w[pol->lim[i].off], 0);

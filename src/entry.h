@@ -389,6 +389,9 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
 /* Freeze e if no charge stands in it (every control word as made); false
  * leaves it as it was (entry.c). */
 bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *pol);
+/* Frozen e holds no charge: every control word SL_DEAD alone, every other
+ * word 0 (entry.c). */
+bool sl_entry_frozen_untouched(struct sl_entry *e, const struct sl_policy *pol);
 /* How the replacement of a frozen entry starts: fresh (a reset), with the
  * state carried (a policy change, an override), or fresh if the key is
  * still idle beyond its range once frozen, else carried (sl_idle_beyond). */

@@ -178,10 +178,15 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         !sl_entry_freeze(e)) {
         rc = -EAGAIN;
     } else {
-        /* The key this call made, moved before its decision: the pin goes
-         * with it, so that a failure after the move (a racing set_policy's
-         * -E2BIG) still takes it back (relaxed: published below, release) */
-        if (g->pinned == e)
+        /* The key this call made, moved before its decision while no
+         * charge stands in it: the pin goes with it, so that a failure
+         * after the move (a racing set_policy's -E2BIG) still takes it
+         * back.  Charged meanwhile by another call, the key stands, though
+         * the move may start it fresh (another algorithm): the pin stays on
+         * e, which no take-back finds now (relaxed: published below,
+         * release). */
+        bool pin_moves = g->pinned == e && sl_entry_frozen_untouched(e, e->pol);
+        if (pin_moves)
             atomic_store_explicit(&ne->pinned, 1, memory_order_relaxed);
         unsigned kept = sl_entry_move_state(
             e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now,
@@ -192,7 +197,7 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         sl_entry_mark_moved(e, e->pol, to, kept, sl_word_id(ne->w));
         sl_unaccount(&l->memory, sl_entry_footprint(e->pol, e->key_len));
         sl_limbo_add(batch, e);
-        if (g->pinned == e)
+        if (pin_moves)
             g->pinned = ne;
         ne = NULL;
     }

@@ -426,7 +426,8 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
 /* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
  * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free.
- * pin: the new entry's (sl_entry.pinned), 0 but for the call that made e. */
+ * pin: the new entry's (sl_entry.pinned), 0 but for the call that made e,
+ * and 0 then too if a charge stands in e (another call's: the key stays). */
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
                 const struct sl_policy *from, const struct sl_policy *to, enum sl_move how,
                 uint64_t now, uint32_t pin)
@@ -442,6 +443,8 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         sl_shm_free_unseen(m, idx);
         return -EAGAIN;
     }
+    if (pin != 0 && !sl_entry_frozen_untouched(e, from))
+        pin = 0; /* charged by another call since it was made: it stands */
     /* the length as the file says, within what an entry holds: a corrupt
      * one (far above max_key_len) was copied as it was, past the entry */
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), sl_min64(e->key_len, l->max_key_len), to,
@@ -467,11 +470,16 @@ static int sl_shm_replace(struct sl_target *g, struct sl_entry *e, struct sl_pol
     sl_shm_lock(l, s);
     if (sl_shm_lookup(m, s, g->h, g->key, g->len, &slot) == e && !sl_policy_stale(l, to)) {
         /* the key this call made, moved before its decision: the pin goes
-         * with it, so that a failure after the move still takes it back */
+         * with it, so that a failure after the move still takes it back,
+         * unless another call charged it first (sl_shm_swap) */
         bool ours = g->pinned == e;
         rc = sl_shm_swap(l, slot, e, from, to, how, now, ours ? sl_shm_pin_token(l) : 0);
-        if (rc == 0 && ours)
-            g->pinned = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL);
+        if (rc == 0 && ours) {
+            struct sl_entry *ne = sl_shm_lookup(m, s, g->h, g->key, g->len, NULL);
+            /* relaxed: written above under this shard lock */
+            if (atomic_load_explicit(&ne->pinned, memory_order_relaxed) != 0)
+                g->pinned = ne;
+        }
     }
     sl_shm_unlock(l, s);
     return rc;
