@@ -7,8 +7,11 @@
  * absent or repeated key, a shared limiter, a floor to raise, a frozen or
  * sealed entry, a lost race, a policy replaced) returns with no charge
  * standing and goes the general way, as does every call with a result.
+ * Keys that may live in cells (short, under a single GCRA default) are
+ * decided on their cells, and made there (sl_lean_all_cells, below).
  */
 #include "lean.h"
+#include "table_cells.h"
 
 #define SL_LEAN_KEYS 4 /* more keys: the general path, whose targets they fill */
 /* inlined into both bodies of sl_acquire_all_hot (two keys unrolled) */
@@ -232,6 +235,154 @@ SL_LEAN_INLINE void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_k
 }
 
 /*
+ * Keys in cells: every key of the call decided by its cell's one CAS, as
+ * a single key is (acquire.c, sl_acquire_cell), all or nothing.  Every
+ * cell read and stepped first (a denial writes nothing); then each
+ * charged by the CAS of the two words it read (state and time), the
+ * policy tested before each as there; a CAS that fails (a charge came
+ * between, or a writer froze the cell) takes the earlier ones back and
+ * the call goes the general way.  A cell is taken back by the CAS of the
+ * words this call wrote back to the words it read, both: the key's time
+ * too, so that no later call is decided as after a charge that was not
+ * (decided at a time it never had).  If that CAS fails, another charge
+ * or a writer came after this call's: the charge stays, fewer admitted,
+ * never more.  A key absent is made in a cell first, and taken back
+ * again (sl_cell_take_back) if the call does not admit: a denial makes
+ * nothing (decide.c, sl_decide_resolving).
+ */
+#define SL_LEAN_NOT_CELLS (-0x10000) /* some key is not for a cell: entries */
+
+struct sl_lean_cell {
+    struct sl_cell *c;
+    const struct sl_policy *pol;
+    uint64_t seen[2], next[2];
+    bool made;
+};
+
+/* Cells 0..n-1 of x taken back, and the keys this call made too; rc. */
+static __attribute__((noinline)) int sl_lean_cells_back(const struct sl_lean_key *k,
+                                                        struct sl_lean_cell *x, size_t charged,
+                                                        size_t n, int rc)
+{
+    for (size_t i = 0; i < charged; i++) {
+        uint64_t was[2] = {x[i].next[0], x[i].next[1]};
+        (void)sl_cas_pair_acqrel(&x[i].c->state, was, x[i].seen);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (x[i].made)
+            (void)sl_cell_take_back(k[i].s, k[i].h, k[i].key, k[i].len);
+    return rc;
+}
+
+/* Key i's cell found, or made (once) and found; SL_LEAN_NOT_CELLS if its
+ * key cannot be in one, or is in an entry; -EAGAIN for the general path. */
+SL_LEAN_INLINE int sl_lean_cell_find(struct sl_thread *t, const struct sl_lean_key *k, size_t i,
+                             struct sl_lean_cell *x, struct sl_policy *cur, uint64_t cost,
+                             uint64_t now)
+{
+    struct sl_cells *in;
+    uint64_t kk[2];
+    int rc;
+
+    x[i].made = false;
+    if (k[i].len > SL_CELL_KEY_MAX || !k[i].l->cells_on || !cur->gcra_alone)
+        return SL_LEAN_NOT_CELLS;
+    sl_cell_key_pack(k[i].key, k[i].len, kk);
+    for (int tries = 0; tries < 2; tries++) {
+        if ((x[i].c = sl_cells_lookup_in(&k[i].s->cells, k[i].h, kk, k[i].len, &in)) != NULL) {
+            x[i].pol = in->owner;
+            return x[i].pol == cur ? 0 : -EAGAIN;
+        }
+        if (sl_table_find(k[i].s, k[i].h, k[i].key, k[i].len) != NULL)
+            return SL_LEAN_NOT_CELLS; /* in an entry */
+        if (tries > 0 || cost > cur->min_cap)
+            return -EAGAIN;
+        rc = sl_key_insert_cell(t, k[i].l, k[i].s, k[i].h, k[i].key, k[i].len, cur, now);
+        if (rc != 0 && rc != -EEXIST)
+            return -EAGAIN;
+        x[i].made = rc == 0;
+    }
+    return -EAGAIN;
+}
+
+/* Every cell read and stepped at its decision time: SL_OK (x[i].next
+ * set), SL_NO (some key denies: nothing to charge) or -EAGAIN (frozen,
+ * idle beyond its range, cost above its capacity, its policy replaced). */
+SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell *x, size_t n,
+                                      uint64_t cost, uint64_t now)
+{
+    int verdict = SL_OK;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct sl_lim *lim = &x[i].pol->lim[0];
+        uint64_t at, nw, enc;
+        /* acquire: the charges before the state's latest write */
+        x[i].seen[0] = sl_load_acq(&x[i].c->state);
+        x[i].seen[1] = sl_load_rlx(&x[i].c->last);
+        if ((x[i].seen[0] & SL_DEAD) ||
+            !sl_present_decidable(k[i].l, x[i].pol, x[i].seen[1], cost, now))
+            return -EAGAIN;
+        at = sl_decide_time_predicted(x[i].seen[1], x[i].pol, now);
+        if (sl_gcra_next(lim, x[i].seen[0], at, cost, &nw) != SL_OK) {
+            verdict = SL_NO; /* every key still read: one frozen goes the general way */
+            continue;
+        }
+        enc = sl_last_encode(at);
+        x[i].next[0] = nw;
+        x[i].next[1] =
+            x[i].seen[1] == 0 || (int64_t)(enc - x[i].seen[1]) > 0 ? enc : x[i].seen[1];
+    }
+    if (verdict == SL_NO)
+        for (size_t i = 0; i < n; i++)
+            if (sl_policy_stale_private(k[i].l, x[i].pol))
+                return -EAGAIN; /* read under limits replaced since: sl_any_stale */
+    return verdict;
+}
+
+/* Tries at a decision on cells that lose the race for a cell's CAS to
+ * another charge before the call goes the general way (which moves its
+ * keys to entries for good). */
+#define SL_LEAN_CELL_TRIES 4
+
+SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k, size_t n,
+                                     uint64_t cost, uint64_t now, bool *made)
+{
+    struct sl_lean_cell x[SL_LEAN_KEYS];
+    int rc;
+
+    *made = false;
+    for (size_t i = 0; i < n; i++) /* the misses of every key together, not in turn */
+        if (k[i].len <= SL_CELL_KEY_MAX && k[i].l->cells_on)
+            sl_cells_prefetch(&k[i].s->cells, k[i].h);
+    for (size_t i = 0; i < n; i++) {
+        /* acquire: the policy's limits as published */
+        struct sl_policy *cur = atomic_load_explicit(&k[i].l->policy, memory_order_acquire);
+        rc = sl_lean_cell_find(t, k, i, x, cur, cost, now);
+        *made |= x[i].made;
+        if (rc != 0)
+            return *made ? sl_lean_cells_back(k, x, 0, i + (rc == -EAGAIN), rc) : rc;
+    }
+    for (int tries = 0; tries < SL_LEAN_CELL_TRIES; tries++) {
+        size_t i;
+        if ((rc = sl_lean_cells_step(k, x, n, cost, now)) != SL_OK)
+            return *made ? sl_lean_cells_back(k, x, 0, n, rc) : rc;
+        for (i = 0; i < n; i++) {
+            uint64_t was[2] = {x[i].seen[0], x[i].seen[1]};
+            if (sl_policy_stale_private(k[i].l, x[i].pol))
+                return sl_lean_cells_back(k, x, i, n, -EAGAIN);
+            if (!sl_cas_pair_acqrel(&x[i].c->state, was, x[i].next))
+                break;
+        }
+        if (i == n)
+            return SL_OK;
+        /* cell i changed since it was read: a charge came between (again,
+         * from a fresh read), or a writer froze it (the general path) */
+        (void)sl_lean_cells_back(k, x, i, 0, 0);
+    }
+    return sl_lean_cells_back(k, x, 0, n, -EAGAIN);
+}
+
+/*
  * The keys checked in order (the first error is the call's), hashed, and
  * decided by the lean path if every limiter is private and no key repeats
  * (the general path merges repeats); else, or where it declined, by the
@@ -262,13 +413,19 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
     if ((t = sl_thread_get()) == NULL)
         return -ENOMEM;
     sl_epoch_begin(t);
-    bool gcra = true;
-    if (!sl_lean_all_present(k, n, cost, now, &gcra))
+    bool gcra = true, made = false;
+    rc = sl_lean_all_cells(t, k, n, cost, now, &made);
+    if (rc != SL_LEAN_NOT_CELLS)
+        ; /* decided on cells, or for the general path */
+    else if (!sl_lean_all_present(k, n, cost, now, &gcra))
         rc = -EAGAIN;
     else
         rc = gcra ? sl_lean_all_decide(k, n, cost, now, true)
                   : sl_lean_all_decide(k, n, cost, now, false);
-    sl_epoch_end_hot(t); /* it retired nothing */
+    if (made)
+        sl_epoch_end(t); /* a cell made may have grown its array, retiring the old */
+    else
+        sl_epoch_end_hot(t); /* it retired nothing */
     if (rc == -EAGAIN)
         return sl_acquire_all_general(keys, n, cost, now, NULL);
     sl_lean_all_stat(t, k, n, rc == SL_OK);

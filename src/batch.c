@@ -18,6 +18,7 @@
  * meanwhile.  The ring's targets stay valid across the break: they hold
  * the key, hash and shard, not entries (a fetched entry is only a hint).
  */
+#include "cells.h"
 #include "internal.h"
 #include "table.h"
 
@@ -42,8 +43,12 @@ static void sl_batch_prepare(struct sluice *l, const struct sluice_req *q, struc
     if (sl_key_check(l, q->key, q->len) != 0)
         return; /* decided (refused) without a lookup */
     sl_target_init(g, l, q->key, q->len);
-    if (g->s != NULL)
-        sl_table_prefetch(g->s, g->h);
+    if (g->s == NULL)
+        return;
+    /* a short key: likely in a cell, else in an entry (both lines) */
+    if (l->shm == NULL && q->len <= SL_CELL_KEY_MAX && l->cells_on)
+        sl_cells_prefetch(&g->s->cells, g->h);
+    sl_table_prefetch(g->s, g->h);
 }
 
 static void sl_batch_fetch_entry(const struct sl_target *g)

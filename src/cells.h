@@ -150,6 +150,20 @@ static inline uint64_t sl_cells_next(const struct sl_cells *t, uint64_t i)
     return i + 1 < t->cap ? i + 1 : 0;
 }
 
+/* Start loading the lines a lookup of h reads first: its home's control
+ * word and cell (a hint: the array may be replaced meanwhile). */
+static inline void sl_cells_prefetch(_Atomic(struct sl_cells *) *cur, uint64_t h)
+{
+    /* acquire: as sl_cells_lookup_in's */
+    struct sl_cells *t = atomic_load_explicit(cur, memory_order_acquire);
+
+    if (t != NULL) {
+        uint64_t i = sl_cells_home(t, h);
+        __builtin_prefetch(&t->ctrl[i]);
+        __builtin_prefetch(&t->cell[i]);
+    }
+}
+
 /* h's cell in one array, or NULL at the end of its probe.  Acquire on the
  * control word: the cell's words were written before it. */
 static inline __attribute__((always_inline)) struct sl_cell *

@@ -353,8 +353,10 @@ static inline bool sl_present_decidable(struct sluice *l, const struct sl_policy
  */
 void sl_stat_add_shared(struct sluice *l, const struct sl_thread *t, bool allowed);
 
-/* A private limiter's count (the lean paths know it is private). */
-static inline void sl_stat_add_private(struct sluice *l, const struct sl_thread *t, bool allowed)
+/* A private limiter's count (the lean paths know it is private).  Always
+ * inline: GCC called it, 9 of a hot decision's 289 instructions. */
+static inline __attribute__((always_inline)) void
+sl_stat_add_private(struct sluice *l, const struct sl_thread *t, bool allowed)
 {
     struct sl_stat_slot *slot;
 

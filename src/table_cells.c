@@ -194,10 +194,11 @@ bool sl_cell_take_back(struct sl_shard *s, uint64_t h, const void *key, size_t l
 
     sl_shard_lock(s);
     if ((c = sl_cell_find_locked(s, h, key, len, &t)) != NULL) {
-        /* never charged (GCRA's 0: a cell's charge is its one CAS, never
-         * undone), frozen from exactly that: a charge landing first keeps
-         * the key, one coming after finds it frozen and goes the general
-         * way, which finds the key absent */
+        /* no charge stands (GCRA's 0: a cell's charge is its one CAS,
+         * undone only by a CAS back from exactly the words it wrote, an
+         * acquire_all's on a later key's race), frozen from exactly that:
+         * a charge landing first keeps the key, one coming after finds it
+         * frozen and goes the general way, which finds the key absent */
         uint64_t seen[2] = {0, sl_load_acq(&c->last)};
         uint64_t next[2] = {SL_DEAD, seen[1]};
         if (sl_cas_pair_acqrel(&c->state, seen, next)) {

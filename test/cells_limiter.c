@@ -9,8 +9,9 @@
  *     state and time: nothing more is admitted at that instant, and a call
  *     at an earlier time is still decided at its latest admission;
  *   - an idle key is reaped out of its cell, and made again fresh;
- *   - a call with a result is decided in its cell, and every verdict and
- *     result is the one a limiter without cells gives.
+ *   - a call with a result, and an acquire_all of keys in cells, is decided
+ *     there, and every verdict and result is the one a limiter without
+ *     cells gives.
  */
 #include "helpers.h"
 #include "internal.h"
@@ -57,7 +58,8 @@ static bool cells_same(struct sl_shard *s, const void *copy, size_t bytes)
  * entry): every verdict and every field of every result the same, from
  * random keys (lengths 0 to 17), costs (some above the capacity), times
  * (repeated, stale, far ahead so keys go idle), calls with and without a
- * result, peeks, one-key acquire_all, resets and reaps.
+ * result, peeks, acquire_all of one key and of two (on cells where both
+ * are in one), resets and reaps.
  */
 static void same_as_entries(uint64_t seed, unsigned ops)
 {
@@ -104,7 +106,15 @@ static void same_as_entries(uint64_t seed, unsigned ops)
             struct sluice_key onec = {lc, keys[k], len}, onee = {le, keys[k], len};
             rc = sluice_acquire_all(&onec, 1, cost, at, &rc_res);
             re = sluice_acquire_all(&onee, 1, cost, at, &re_res);
-        } else if (op < 96) {
+        } else if (op < 97) {
+            /* two keys, no result: decided on their cells (acquire_all.c) */
+            unsigned k2 = (unsigned)(t_rand(&rng) % (sizeof(keys) / sizeof(keys[0])));
+            size_t len2 = k2 == 3 ? 3 : strlen(keys[k2]);
+            struct sluice_key twoc[2] = {{lc, keys[k], len}, {lc, keys[k2], len2}};
+            struct sluice_key twoe[2] = {{le, keys[k], len}, {le, keys[k2], len2}};
+            rc = sluice_acquire_all(twoc, 2, cost, at, NULL);
+            re = sluice_acquire_all(twoe, 2, cost, at, NULL);
+        } else if (op < 98) {
             rc = sluice_reset(lc, keys[k], len);
             re = sluice_reset(le, keys[k], len);
         } else {
@@ -229,6 +239,30 @@ int main(int argc, char **argv)
     }
     CHECK_EQ(sluice_acquire_at(l, "ip4", 4, 1, t0 + 3 * NS_PER_S, NULL), SLUICE_ALLOW);
     CHECK(cell_of(l, "ip4", 4, &s) != NULL);
+
+    /* acquire_all of keys in cells with no result: decided there, all or
+     * nothing, new keys made there; a denial makes no key */
+    {
+        struct sluice_key ab[2] = {{l, "ip4", 4}, {l, "user-7", 6}};
+        struct sluice_key ac[2] = {{l, "ip4", 4}, {l, "user-8", 6}};
+        struct sluice_stats st;
+        unsigned n = 1; /* ip4's one admission above */
+        uint64_t t1 = t0 + 3 * NS_PER_S;
+        while (n < 3 * BURST && sluice_acquire_all(ab, 2, 1, t1, NULL) == SLUICE_ALLOW)
+            n++;
+        CHECK_EQ(n, BURST); /* ip4 binds: BURST in all at t1 */
+        CHECK(cell_of(l, "ip4", 4, &s) != NULL);
+        CHECK(cell_of(l, "user-7", 6, &s) != NULL);
+        /* user-7 was charged BURST - 1 times with ip4, never once more */
+        CHECK_EQ(sluice_acquire_at(l, "user-7", 6, 1, t1, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_at(l, "user-7", 6, 1, t1, NULL), SLUICE_DENY);
+        sluice_stats(l, &st);
+        CHECK_U64(st.keys, 2);
+        CHECK_EQ(sluice_acquire_all(ac, 2, 1, t1, NULL), SLUICE_DENY);
+        CHECK(cell_of(l, "user-8", 6, &s) == NULL);
+        sluice_stats(l, &st);
+        CHECK_U64(st.keys, 2);
+    }
     sluice_destroy(l);
     for (uint64_t seed = 1; seed <= 8; seed++)
         same_as_entries(seed, (unsigned)(20000 * t_scale(argc, argv)));

@@ -18,6 +18,7 @@
  *   LIN_NODUP=1       acquire_all never names a key twice (a tree that hangs)
  *   LIN_KEEP_GOING=1  count every violation instead of stopping at 3
  *   LIN_PER_LIMIT_TIME=1  stale times as trees before 4b1a094 decided them
+ *   LIN_NO_CELLS=1    every key an entry (short GCRA keys live in cells else)
  * A failing history prints its seed and index: `linearize SEED 1 INDEX`
  * replays its shape and ops (the interleaving is the machine's).
  * The reap shape passes sluice_reap() times later than racing calls; it is
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h" /* sl_cells_enabled */
 #include "lincheck.h"
 
 #define MAX_THREADS 4
@@ -678,6 +680,8 @@ int main(int argc, char **argv)
 
     no_dup = getenv("LIN_NODUP") != NULL && atoi(getenv("LIN_NODUP")) != 0;
     lc_per_limit_time = getenv("LIN_PER_LIMIT_TIME") != NULL && atoi(getenv("LIN_PER_LIMIT_TIME"));
+    if (getenv("LIN_NO_CELLS") != NULL && atoi(getenv("LIN_NO_CELLS")) != 0)
+        sl_cells_enabled = false; /* every key an entry: the entry paths' turn */
     int forced = -1;
     pthread_t th[MAX_THREADS];
     double t0 = now_s();
