@@ -6,11 +6,13 @@
  * locals; see doc/DESIGN.md, "The lean path".  Whatever it declines (an
  * absent or repeated key, a shared limiter, a floor to raise, a frozen or
  * sealed entry, a lost race, a policy replaced) returns with no charge
- * standing and goes the general way, as does every call with a result.
- * Keys that may live in cells (short, under a single GCRA default) are
- * decided on their cells, and made there (sl_lean_all_cells, below).
+ * standing and goes the general way, as does every call with a result on
+ * entries.  Keys that may live in cells (short, under a single GCRA
+ * default) are decided on their cells, and made there, with a result or
+ * without (sl_lean_all_cells, below).
  */
 #include "lean.h"
+#include "result.h"
 #include "table_cells.h"
 
 #define SL_LEAN_KEYS 4 /* more keys: the general path, whose targets they fill */
@@ -322,7 +324,7 @@ SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell
         if ((x[i].seen[0] & SL_DEAD) ||
             !sl_present_decidable(k[i].l, x[i].pol, x[i].seen[1], cost, now))
             return -EAGAIN;
-        at = sl_decide_time_predicted(x[i].seen[1], x[i].pol, now);
+        at = k[i].at = sl_decide_time_predicted(x[i].seen[1], x[i].pol, now);
         if (sl_gcra_next(lim, x[i].seen[0], at, cost, &nw) != SL_OK) {
             verdict = SL_NO; /* every key still read: one frozen goes the general way */
             continue;
@@ -339,13 +341,46 @@ SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell
     return verdict;
 }
 
+/*
+ * The result of a decision on cells, as the general path tells it
+ * (sl_report_all over every key, as sl_result_one_word for one): admitted,
+ * the numbers of the words this call wrote (the cells may have moved on
+ * since); denied, those of the words it read, at the cost asked.  Copies,
+ * so the report reads no cell again.  new_key: a key made here stands.
+ */
+static __attribute__((noinline)) void sl_lean_cells_result(const struct sl_lean_key *k,
+                                                           const struct sl_lean_cell *x, size_t n,
+                                                           uint64_t cost, uint64_t now, int verdict,
+                                                           bool new_key, struct sluice_result *res)
+{
+    struct sl_target g[SL_LEAN_KEYS];
+    sl_aword w[SL_LEAN_KEYS];
+    size_t frozen;
+
+    for (size_t i = 0; i < n; i++) {
+        w[i] = verdict == SL_OK ? x[i].next[0] : x[i].seen[0];
+        memset(&g[i], 0, sizeof(g[i]));
+        g[i].l = k[i].l;
+        g[i].e = NULL; /* a key in a cell is never pinned before the wrap: GCRA alone */
+        g[i].pol = (struct sl_policy *)x[i].pol; /* read only here */
+        g[i].w = &w[i];
+        g[i].now = now;
+        g[i].at = k[i].at;
+        g[i].behind = (int64_t)(k[i].at - now) > 0 ? k[i].at - now : 0; /* sl_target_use_at's */
+    }
+    /* never frozen: both the words read and those written are live */
+    (void)sl_report_all(g, n, verdict == SL_OK ? 0 : cost, res, &frozen);
+    sl_result_finish(res, verdict, new_key ? SLUICE_F_NEW_KEY : 0);
+}
+
 /* Tries at a decision on cells that lose the race for a cell's CAS to
  * another charge before the call goes the general way (which moves its
  * keys to entries for good). */
 #define SL_LEAN_CELL_TRIES 4
 
 SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k, size_t n,
-                                     uint64_t cost, uint64_t now, bool *made)
+                                     uint64_t cost, uint64_t now, bool *made,
+                                     struct sluice_result *res)
 {
     struct sl_lean_cell x[SL_LEAN_KEYS];
     int rc;
@@ -364,8 +399,11 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
     }
     for (int tries = 0; tries < SL_LEAN_CELL_TRIES; tries++) {
         size_t i;
-        if ((rc = sl_lean_cells_step(k, x, n, cost, now)) != SL_OK)
+        if ((rc = sl_lean_cells_step(k, x, n, cost, now)) != SL_OK) {
+            if (rc == SL_NO && res != NULL) /* a denial makes nothing: no new key */
+                sl_lean_cells_result(k, x, n, cost, now, SL_NO, false, res);
             return *made ? sl_lean_cells_back(k, x, 0, n, rc) : rc;
+        }
         for (i = 0; i < n; i++) {
             uint64_t was[2] = {x[i].seen[0], x[i].seen[1]};
             if (sl_policy_stale_private(k[i].l, x[i].pol))
@@ -373,8 +411,11 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
             if (!sl_cas_pair_acqrel(&x[i].c->state, was, x[i].next))
                 break;
         }
-        if (i == n)
+        if (i == n) {
+            if (res != NULL)
+                sl_lean_cells_result(k, x, n, cost, now, SL_OK, *made, res);
             return SL_OK;
+        }
         /* cell i changed since it was read: a charge came between (again,
          * from a fresh read), or a writer froze it (the general path) */
         (void)sl_lean_cells_back(k, x, i, 0, 0);
@@ -386,10 +427,10 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
  * The keys checked in order (the first error is the call's), hashed, and
  * decided by the lean path if every limiter is private and no key repeats
  * (the general path merges repeats); else, or where it declined, by the
- * general path.
+ * general path.  With a result (res), on cells only.
  */
-SL_LEAN_INLINE int
-sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now)
+SL_LEAN_INLINE int sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost,
+                                       uint64_t now, struct sluice_result *res)
 {
     struct sl_lean_key k[SL_LEAN_KEYS];
     struct sl_thread *t;
@@ -400,7 +441,7 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
         if ((rc = sl_key_check(l, keys[i].key, keys[i].len)) < 0)
             return rc;
         if (l->shm != NULL)
-            return sl_acquire_all_general(keys, n, cost, now, NULL);
+            return sl_acquire_all_general(keys, n, cost, now, res);
         k[i].l = l;
         k[i].key = keys[i].key;
         k[i].len = keys[i].len;
@@ -408,16 +449,16 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
         k[i].s = sl_shard_of(l, k[i].h);
         for (size_t m = 0; m < i; m++)
             if (k[m].l == l && k[m].h == k[i].h)
-                return sl_acquire_all_general(keys, n, cost, now, NULL);
+                return sl_acquire_all_general(keys, n, cost, now, res);
     }
     if ((t = sl_thread_get()) == NULL)
         return -ENOMEM;
     sl_epoch_begin(t);
     bool gcra = true, made = false;
-    rc = sl_lean_all_cells(t, k, n, cost, now, &made);
+    rc = sl_lean_all_cells(t, k, n, cost, now, &made, res);
     if (rc != SL_LEAN_NOT_CELLS)
         ; /* decided on cells, or for the general path */
-    else if (!sl_lean_all_present(k, n, cost, now, &gcra))
+    else if (res != NULL || !sl_lean_all_present(k, n, cost, now, &gcra))
         rc = -EAGAIN;
     else
         rc = gcra ? sl_lean_all_decide(k, n, cost, now, true)
@@ -427,7 +468,7 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
     else
         sl_epoch_end_hot(t); /* it retired nothing */
     if (rc == -EAGAIN)
-        return sl_acquire_all_general(keys, n, cost, now, NULL);
+        return sl_acquire_all_general(keys, n, cost, now, res);
     sl_lean_all_stat(t, k, n, rc == SL_OK);
     return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
 }
@@ -437,8 +478,18 @@ sl_acquire_all_lean(const struct sluice_key *keys, size_t n, uint64_t cost, uint
 static __attribute__((noinline)) int sl_acquire_all_hot(const struct sluice_key *keys, size_t n,
                                                         uint64_t cost, uint64_t now)
 {
-    return n == 2 ? sl_acquire_all_lean(keys, 2, cost, now)
-                  : sl_acquire_all_lean(keys, n, cost, now);
+    return n == 2 ? sl_acquire_all_lean(keys, 2, cost, now, NULL)
+                  : sl_acquire_all_lean(keys, n, cost, now, NULL);
+}
+
+/* With a result: keys in cells keep their cells (the general path would
+ * move them to entries for good: a server that always asks for headers
+ * held every key at 270 B rather than 48). */
+static __attribute__((noinline)) int sl_acquire_all_res(const struct sluice_key *keys, size_t n,
+                                                        uint64_t cost, uint64_t now,
+                                                        struct sluice_result *res)
+{
+    return sl_acquire_all_lean(keys, n, cost, now, res);
 }
 
 int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
@@ -449,5 +500,7 @@ int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint64_t cost, u
     /* one key: as the general path decides it (acquire_all's own way) */
     if (res == NULL && cost > 0 && n >= 2 && n <= SL_LEAN_KEYS)
         return sl_acquire_all_hot(keys, n, cost, now_ns);
+    if (cost > 0 && n >= 2 && n <= SL_LEAN_KEYS)
+        return sl_acquire_all_res(keys, n, cost, now_ns, res);
     return sl_acquire_all_general(keys, n, cost, now_ns, res);
 }

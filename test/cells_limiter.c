@@ -9,9 +9,9 @@
  *     state and time: nothing more is admitted at that instant, and a call
  *     at an earlier time is still decided at its latest admission;
  *   - an idle key is reaped out of its cell, and made again fresh;
- *   - a call with a result, and an acquire_all of keys in cells, is decided
- *     there, and every verdict and result is the one a limiter without
- *     cells gives.
+ *   - a call with a result, and an acquire_all of 2-4 keys in cells (with
+ *     a result or none), is decided there, and every verdict and result
+ *     is the one a limiter without cells gives.
  */
 #include "helpers.h"
 #include "internal.h"
@@ -107,13 +107,19 @@ static void same_as_entries(uint64_t seed, unsigned ops)
             rc = sluice_acquire_all(&onec, 1, cost, at, &rc_res);
             re = sluice_acquire_all(&onee, 1, cost, at, &re_res);
         } else if (op < 97) {
-            /* two keys, no result: decided on their cells (acquire_all.c) */
+            /* two or three keys, with a result or none: decided on their
+             * cells (acquire_all.c) */
             unsigned k2 = (unsigned)(t_rand(&rng) % (sizeof(keys) / sizeof(keys[0])));
-            size_t len2 = k2 == 3 ? 3 : strlen(keys[k2]);
-            struct sluice_key twoc[2] = {{lc, keys[k], len}, {lc, keys[k2], len2}};
-            struct sluice_key twoe[2] = {{le, keys[k], len}, {le, keys[k2], len2}};
-            rc = sluice_acquire_all(twoc, 2, cost, at, NULL);
-            re = sluice_acquire_all(twoe, 2, cost, at, NULL);
+            unsigned k3 = (unsigned)(t_rand(&rng) % (sizeof(keys) / sizeof(keys[0])));
+            size_t len2 = k2 == 3 ? 3 : strlen(keys[k2]), len3 = k3 == 3 ? 3 : strlen(keys[k3]);
+            size_t nk = 2 + t_rand(&rng) % 2;
+            bool with_res = t_rand(&rng) % 2;
+            struct sluice_key manyc[3] = {{lc, keys[k], len}, {lc, keys[k2], len2},
+                                          {lc, keys[k3], len3}};
+            struct sluice_key manye[3] = {{le, keys[k], len}, {le, keys[k2], len2},
+                                          {le, keys[k3], len3}};
+            rc = sluice_acquire_all(manyc, nk, cost, at, with_res ? &rc_res : NULL);
+            re = sluice_acquire_all(manye, nk, cost, at, with_res ? &re_res : NULL);
         } else if (op < 98) {
             rc = sluice_reset(lc, keys[k], len);
             re = sluice_reset(le, keys[k], len);
@@ -262,6 +268,25 @@ int main(int argc, char **argv)
         CHECK(cell_of(l, "user-8", 6, &s) == NULL);
         sluice_stats(l, &st);
         CHECK_U64(st.keys, 2);
+    }
+    /* with a result too: decided there, the keys kept in their cells (the
+     * general path moved them to entries, 270 B a key) */
+    {
+        struct sluice_key ad[2] = {{l, "ip5", 4}, {l, "user-9", 6}};
+        struct sluice_result r2;
+        uint64_t t2 = t0 + 3 * NS_PER_S;
+        CHECK_EQ(sluice_acquire_all(ad, 2, 3, t2, &r2), SLUICE_ALLOW);
+        CHECK((r2.flags & SLUICE_F_NEW_KEY) != 0);
+        CHECK_U64(r2.remaining, BURST - 3);
+        CHECK(cell_of(l, "ip5", 4, &s) != NULL);
+        CHECK(cell_of(l, "user-9", 6, &s) != NULL);
+        CHECK_EQ(sluice_acquire_at(l, "user-9", 6, BURST - 3, t2, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_all(ad, 2, 1, t2, &r2), SLUICE_DENY);
+        CHECK_U64(r2.key_index, 1); /* user-9 refuses */
+        CHECK_U64(r2.remaining, 0);
+        CHECK_U64(r2.retry_after_ns, NS_PER_S / BURST);
+        CHECK(cell_of(l, "ip5", 4, &s) != NULL);
+        CHECK(cell_of(l, "user-9", 6, &s) != NULL);
     }
     sluice_destroy(l);
     for (uint64_t seed = 1; seed <= 8; seed++)
