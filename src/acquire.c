@@ -371,6 +371,66 @@ int sluice_acquire_at(sluice_t *l, const void *key, size_t len, uint64_t cost, u
     return sl_acquire_general(l, key, len, cost, now_ns, res);
 }
 
+/*
+ * A peek at a key in a cell: the cell read once, stepped as the acquire
+ * would step it, nothing written, the result told from the word the
+ * acquire would write (admitted) or the one read (denied), as
+ * sl_acquire_cell tells it.  Whatever the acquire's cell path declines
+ * (an absent key, another default, a frozen cell, cost 0 or above the
+ * capacity), and the policy replaced since the read, is the general
+ * path's, which decides on a view and moves nothing either.
+ */
+static __attribute__((noinline)) int sl_peek_cell(sluice_t *l, const void *key, size_t len,
+                                                  uint64_t cost, uint64_t now,
+                                                  struct sluice_result *res)
+{
+    const struct sl_policy *cur, *pol;
+    struct sl_thread *t;
+    struct sl_cells *in;
+    struct sl_cell *c;
+    uint64_t h, k[2], seen[2], at, nw;
+    int rc = sl_call_begin(l, key, len, &t);
+
+    if (rc < 0)
+        return rc;
+    sl_epoch_begin(t);
+    /* acquire: the policy's limits as published */
+    cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    h = sl_hash_inline(&l->hkey, key, len);
+    sl_cell_key_pack(key, len, k);
+    rc = -EAGAIN;
+    if ((c = sl_cells_lookup_in(&sl_shard_of(l, h)->cells, h, k, len, &in)) != NULL &&
+        (pol = in->owner) == cur) {
+        /* acquire: the charges before the state's latest write */
+        seen[0] = sl_load_acq(&c->state);
+        seen[1] = sl_load_rlx(&c->last);
+        if (!(seen[0] & SL_DEAD) && cost != 0 &&
+            sl_present_decidable(l, pol, seen[1], cost, now)) {
+            at = sl_decide_time_predicted(seen[1], pol, now);
+            rc = sl_gcra_next(&pol->lim[0], seen[0], at, cost, &nw);
+            if (sl_policy_stale_private(l, pol))
+                rc = -EAGAIN; /* read under limits replaced since */
+            else if (res != NULL)
+                sl_result_one_word(l, pol, rc == SL_OK ? nw : seen[0], at, now, cost, rc, 0,
+                                   res);
+        }
+    }
+    sl_epoch_end_hot(t); /* it retired nothing */
+    if (rc == -EAGAIN)
+        return sl_peek_general(l, key, len, cost, now, res);
+    return rc == SL_OK ? SLUICE_ALLOW : SLUICE_DENY;
+}
+
+int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                   struct sluice_result *res)
+{
+    /* not filtered by the policy here: outside an epoch section it may be
+     * freed under the reader (as sluice_acquire_at) */
+    if (l != NULL && l->shm == NULL && len <= SL_CELL_KEY_MAX && l->cells_on)
+        return sl_peek_cell(l, key, len, cost, now_ns, res);
+    return sl_peek_general(l, key, len, cost, now_ns, res);
+}
+
 int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t cost,
                    struct sluice_result *res)
 {

@@ -331,8 +331,9 @@ int sl_acquire_general(sluice_t *l, const void *key, size_t len, uint64_t cost, 
     return rc != -EAGAIN ? rc : sl_decide_keys(&k, 1, cost, now_ns, true, res);
 }
 
-int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
-                   struct sluice_result *res)
+/* sluice_peek_at by the general path (internal.h). */
+int sl_peek_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                    struct sluice_result *res)
 {
     struct sluice_key k = {.limiter = l, .key = key, .len = len};
 

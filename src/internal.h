@@ -400,6 +400,10 @@ int sl_acquire_lean_hashed(struct sl_thread *t, struct sluice *l, const void *ke
 #define SL_MAX_KEYS 16
 int sl_acquire_all_general(const struct sluice_key *keys, size_t n, uint64_t cost, uint64_t now_ns,
                            struct sluice_result *res);
+/* sluice_peek_at of a key in no cell, or one that the cell path declines
+ * (decide.c). */
+int sl_peek_general(sluice_t *l, const void *key, size_t len, uint64_t cost, uint64_t now_ns,
+                    struct sluice_result *res);
 
 /* ---- the background reaper (reaper.c) -------------------------------- */
 

@@ -100,8 +100,10 @@ static void same_as_entries(uint64_t seed, unsigned ops)
             rc = sluice_acquire_at(lc, keys[k], len, cost, at, NULL);
             re = sluice_acquire_at(le, keys[k], len, cost, at, NULL);
         } else if (op < 90) {
-            rc = sluice_peek_at(lc, keys[k], len, cost, at, &rc_res);
-            re = sluice_peek_at(le, keys[k], len, cost, at, &re_res);
+            /* decided on the cell, with a result or none (acquire.c) */
+            bool with_res = op < 87;
+            rc = sluice_peek_at(lc, keys[k], len, cost, at, with_res ? &rc_res : NULL);
+            re = sluice_peek_at(le, keys[k], len, cost, at, with_res ? &re_res : NULL);
         } else if (op < 93) {
             struct sluice_key onec = {lc, keys[k], len}, onee = {le, keys[k], len};
             rc = sluice_acquire_all(&onec, 1, cost, at, &rc_res);
