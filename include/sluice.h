@@ -484,8 +484,9 @@ SLUICE_API int sluice_peek_at(sluice_t *l, const void *key, size_t len, uint64_t
  * absent key reads as fresh, and a fresh key never denies), and a denial
  * there ends it; a key made for a request that is denied after all (a
  * full limiter failing closed, a charge that lost a race) is taken back,
- * unless it was charged or moved meanwhile (by another call, or by this
- * one's own charge taken back: it then stands, fresh).  So one spent
+ * unless it was charged or moved meanwhile (by another call, even a
+ * charge that call took back after, or by this one's own charge taken
+ * back: it then stands, fresh).  So one spent
  * client IP cannot fill the user limiter beside it with new user ids.
  * SLUICE_F_NEW_KEY is not set for a key taken back.
  * res describes the binding limit; res->key_index says of which key (its
