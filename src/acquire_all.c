@@ -314,16 +314,18 @@ SL_LEAN_INLINE int sl_lean_cell_find(struct sl_thread *t, const struct sl_lean_k
 
 /* Every cell read and stepped at its decision time: SL_OK (x[i].next
  * set), SL_NO (some key denies: nothing to charge) or -EAGAIN (frozen,
- * idle beyond its range, cost above its capacity, its policy replaced). */
+ * idle beyond its range, cost above its capacity, its policy replaced).
+ * some_absent: keys with no cell yet (x[i].c NULL) are skipped, read as
+ * fresh (a constant where inlined: the charging loop tests nothing). */
 SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell *x, size_t n,
-                                      uint64_t cost, uint64_t now)
+                                      uint64_t cost, uint64_t now, bool some_absent)
 {
     int verdict = SL_OK;
 
     for (size_t i = 0; i < n; i++) {
         const struct sl_lim *lim;
         uint64_t at, nw, enc;
-        if (x[i].c == NULL)
+        if (some_absent && x[i].c == NULL)
             continue; /* absent, read as fresh: a fresh key never denies */
         lim = &x[i].pol->lim[0];
         /* acquire: the charges before the state's latest write */
@@ -344,7 +346,7 @@ SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell
     }
     if (verdict == SL_NO)
         for (size_t i = 0; i < n; i++)
-            if (x[i].c != NULL && sl_policy_stale_private(k[i].l, x[i].pol))
+            if (sl_policy_stale_private(k[i].l, x[i].pol))
                 return -EAGAIN; /* read under limits replaced since: sl_any_stale */
     return verdict;
 }
@@ -420,7 +422,7 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
      * call's charge, rolled back later, was in its cell at the take-back
      * (a reviewer's four threads on six keys: up to 1,035 such keys in
      * 180,000). */
-    if (absent && (rc = sl_lean_cells_step(k, x, n, cost, now)) != SL_OK) {
+    if (absent && (rc = sl_lean_cells_step(k, x, n, cost, now, true)) != SL_OK) {
         if (rc == SL_NO && res != NULL)
             sl_lean_cells_result(k, x, n, cost, now, SL_NO, false, res);
         return rc;
@@ -436,7 +438,7 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
     }
     for (int tries = 0; tries < SL_LEAN_CELL_TRIES; tries++) {
         size_t i;
-        if ((rc = sl_lean_cells_step(k, x, n, cost, now)) != SL_OK) {
+        if ((rc = sl_lean_cells_step(k, x, n, cost, now, false)) != SL_OK) {
             if (rc == SL_NO && res != NULL) /* a denial makes nothing: no new key */
                 sl_lean_cells_result(k, x, n, cost, now, SL_NO, false, res);
             return *made ? sl_lean_cells_back(k, x, 0, n, rc) : rc;
