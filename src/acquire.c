@@ -307,6 +307,24 @@ static __attribute__((noinline)) int sl_acquire_new_key(struct sl_thread *t, str
     return -EAGAIN;
 }
 
+/* A lean call's start: the key checked, the caller's thread record, an
+ * epoch section entered, the default read and the key hashed; 0, or the
+ * check's error with no section entered. */
+static inline __attribute__((always_inline)) int
+sl_lean_enter(sluice_t *l, const void *key, size_t len, struct sl_thread **t,
+              const struct sl_policy **cur, uint64_t *h)
+{
+    int rc = sl_call_begin(l, key, len, t);
+
+    if (rc < 0)
+        return rc;
+    sl_epoch_begin(*t);
+    /* acquire: the policy's limits as published */
+    *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    *h = sl_hash_inline(&l->hkey, key, len);
+    return 0;
+}
+
 /* The lean path in its own epoch section; the general path where it
  * declined (its section ended: the general path waits for writers).
  * Inline in two callers: with no result (the hot decision, where res is
@@ -318,14 +336,10 @@ sl_acquire_hot_in(sluice_t *l, const void *key, size_t len, uint64_t cost, uint6
     const struct sl_policy *cur;
     struct sl_thread *t;
     uint64_t h;
-    int rc = sl_call_begin(l, key, len, &t);
+    int rc = sl_lean_enter(l, key, len, &t, &cur, &h);
 
     if (rc < 0)
         return rc;
-    sl_epoch_begin(t);
-    /* acquire: the policy's limits as published */
-    cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-    h = sl_hash_inline(&l->hkey, key, len);
     rc = sl_acquire_lean_in(t, l, key, len, cost, now_ns, cur, sl_shard_of(l, h), h, res, 0);
     if (res != NULL && rc == SL_LEAN_ENTRY) {
         /* in this section, the key hashed once: the general path's first
@@ -389,14 +403,10 @@ static __attribute__((noinline)) int sl_peek_cell(sluice_t *l, const void *key, 
     struct sl_cells *in;
     struct sl_cell *c;
     uint64_t h, k[2], seen[2], at, nw;
-    int rc = sl_call_begin(l, key, len, &t);
+    int rc = sl_lean_enter(l, key, len, &t, &cur, &h);
 
     if (rc < 0)
         return rc;
-    sl_epoch_begin(t);
-    /* acquire: the policy's limits as published */
-    cur = atomic_load_explicit(&l->policy, memory_order_acquire);
-    h = sl_hash_inline(&l->hkey, key, len);
     sl_cell_key_pack(key, len, k);
     rc = -EAGAIN;
     if ((c = sl_cells_lookup_in(&sl_shard_of(l, h)->cells, h, k, len, &in)) != NULL &&
