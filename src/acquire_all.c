@@ -243,14 +243,17 @@ SL_LEAN_INLINE void sl_lean_all_stat(struct sl_thread *t, const struct sl_lean_k
  * charged by the CAS of the two words it read (state and time), the
  * policy tested before each as there; a CAS that fails (a charge came
  * between, or a writer froze the cell) takes the earlier ones back and
- * the call goes the general way.  A cell is taken back by the CAS of the
- * words this call wrote back to the words it read, both: the key's time
- * too, so that no later call is decided as after a charge that was not
+ * the call decides again from a fresh read (SL_LEAN_CELL_TRIES times,
+ * then the general way).  A cell is taken back by the CAS of the words
+ * this call wrote back to the words it read, both: the key's time too,
+ * so that no later call is decided as after a charge that was not
  * (decided at a time it never had).  If that CAS fails, another charge
  * or a writer came after this call's: the charge stays, fewer admitted,
- * never more.  A key absent is made in a cell first, and taken back
- * again (sl_cell_take_back) if the call does not admit: a denial makes
- * nothing (decide.c, sl_decide_resolving).
+ * never more.  With a key absent the call is decided read-only first,
+ * the absent key read as fresh, so that a denial makes nothing (as
+ * decide.c's sl_decide_resolving); the absent keys are made in cells
+ * then, and taken back (sl_cell_take_back) if the call does not admit
+ * after all.
  */
 #define SL_LEAN_NOT_CELLS (-0x10000) /* some key is not for a cell: entries */
 
