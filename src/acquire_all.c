@@ -434,6 +434,12 @@ SL_LEAN_INLINE int sl_lean_all_cells(struct sl_thread *t, struct sl_lean_key *k,
         struct sl_policy *cur = atomic_load_explicit(&k[i].l->policy, memory_order_acquire);
         if (x[i].c != NULL)
             continue;
+        /* Near max_keys a make reaps for room, and a cell has no pin: it
+         * could reap a key this call made or names.  The general path,
+         * whose made entries are pinned, decides then (relaxed: a hint;
+         * a racing insert is any other call's reap). */
+        if (sl_load_rlx(&k[i].l->nkeys) + n > k[i].l->max_keys)
+            return *made ? sl_lean_cells_back(k, x, 0, n, -EAGAIN) : -EAGAIN;
         rc = sl_lean_cell_find(t, k, i, x, cur, cost, now, true);
         *made |= x[i].made;
         if (rc != 0)

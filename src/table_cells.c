@@ -137,6 +137,16 @@ int sl_cell_view(struct sl_target *g, uint64_t now)
     /* acquire: the policy's limits as published; a key in a cell has no
      * override, so the default is the policy it decides under */
     struct sl_policy *cur = atomic_load_explicit(&l->policy, memory_order_acquire);
+    uint64_t lastw = sl_load_acq(&c->last);
+    /* Idle beyond its range under the policy it is kept for: fresh, as an
+     * entry reads then (sl_target_use_present).  Viewed as it is, GCRA's
+     * word past its range read as spent: a peek refused what the acquire
+     * after it admitted (a reviewer, 2^62 ns on). */
+    if (in->owner == cur && lastw != 0 && lastw != SL_LAST_SEALED &&
+        sl_idle_beyond(now, lastw - 1, cur->idle_fresh_ns)) {
+        sl_target_use(g, NULL, cur, now);
+        return 0;
+    }
     return sl_state_view(g, &c->state, &c->last, in->owner, cur, cur, now);
 }
 

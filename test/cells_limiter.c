@@ -330,6 +330,34 @@ int main(int argc, char **argv)
     }
     sluice_destroy(l);
 
+    /* A key idle beyond GCRA's range reads fresh to a peek, as to the
+     * acquire after it (the peek's view of the cell read its word past
+     * that range as spent: a reviewer, at 2^62 ns on), and as an entry. */
+    {
+        sluice_t *le;
+        struct sluice_result rc_res, re_res;
+        uint64_t far = t0 + (UINT64_C(1) << 62) + 1000 * NS_PER_S;
+        sluice_config_init(&cfg);
+        CHECK_EQ(sluice_policy_add(&cfg.policy, SLUICE_GCRA, BURST, NS_PER_S), 0);
+        CHECK_EQ(sluice_create(&cfg, &l), 0);
+        sl_cells_enabled = false;
+        CHECK_EQ(sluice_create(&cfg, &le), 0);
+        sl_cells_enabled = true;
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, BURST, t0, NULL), SLUICE_ALLOW);
+        CHECK_EQ(sluice_acquire_at(le, "k", 1, BURST, t0, NULL), SLUICE_ALLOW);
+        CHECK(cell_of(l, "k", 1, &s) != NULL);
+        memset(&rc_res, 0, sizeof(rc_res));
+        memset(&re_res, 0, sizeof(re_res));
+        CHECK_EQ(sluice_peek_at(l, "k", 1, 1, far, &rc_res), SLUICE_ALLOW);
+        CHECK_EQ(sluice_peek_at(le, "k", 1, 1, far, &re_res), SLUICE_ALLOW);
+        CHECK(memcmp(&rc_res, &re_res, sizeof(rc_res)) == 0);
+        CHECK_U64(rc_res.remaining, BURST - 1);
+        CHECK(cell_of(l, "k", 1, &s) != NULL); /* the peek moved nothing */
+        CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, far, NULL), SLUICE_ALLOW);
+        sluice_destroy(l);
+        sluice_destroy(le);
+    }
+
     for (uint64_t seed = 1; seed <= 8; seed++)
         same_as_entries(seed, (unsigned)(20000 * t_scale(argc, argv)));
     return t_done("cells_limiter");
