@@ -200,7 +200,6 @@ sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
                 const struct sl_policy *pol, const struct sl_policy *cur, uint64_t cost,
                 uint64_t now, struct sluice_result *res, unsigned flags)
 {
-    const struct sl_lim *lim = &pol->lim[0];
     uint64_t seen[2], at, nw;
 
     if (pol != cur)
@@ -209,10 +208,10 @@ sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
     seen[0] = sl_load_acq(&c->state);
     seen[1] = sl_load_rlx(&c->last);
     for (;;) {
-        if ((seen[0] & SL_DEAD) || cost == 0 || !sl_present_decidable(l, pol, seen[1], cost, now))
+        int rc = sl_cell_decide(l, pol, seen, cost, now, &at, &nw);
+        if (rc < 0)
             return -EAGAIN;
-        at = sl_decide_time_predicted(seen[1], pol, now);
-        if (sl_gcra_next(lim, seen[0], at, cost, &nw) != SL_OK) {
+        if (rc != SL_OK) {
             if (sl_policy_stale_private(l, pol))
                 return -EAGAIN; /* read under limits replaced since */
             sl_stat_add_private(l, t, false);
@@ -414,16 +413,11 @@ static __attribute__((noinline)) int sl_peek_cell(sluice_t *l, const void *key, 
         /* acquire: the charges before the state's latest write */
         seen[0] = sl_load_acq(&c->state);
         seen[1] = sl_load_rlx(&c->last);
-        if (!(seen[0] & SL_DEAD) && cost != 0 &&
-            sl_present_decidable(l, pol, seen[1], cost, now)) {
-            at = sl_decide_time_predicted(seen[1], pol, now);
-            rc = sl_gcra_next(&pol->lim[0], seen[0], at, cost, &nw);
-            if (sl_policy_stale_private(l, pol))
-                rc = -EAGAIN; /* read under limits replaced since */
-            else if (res != NULL)
-                sl_result_one_word(l, pol, rc == SL_OK ? nw : seen[0], at, now, cost, rc, 0,
-                                   res);
-        }
+        rc = sl_cell_decide(l, pol, seen, cost, now, &at, &nw);
+        if (rc >= 0 && sl_policy_stale_private(l, pol))
+            rc = -EAGAIN; /* read under limits replaced since */
+        else if (rc >= 0 && res != NULL)
+            sl_result_one_word(l, pol, rc == SL_OK ? nw : seen[0], at, now, cost, rc, 0, res);
     }
     sl_epoch_end_hot(t); /* it retired nothing */
     if (rc == -EAGAIN)

@@ -323,29 +323,22 @@ SL_LEAN_INLINE int sl_lean_cell_find(struct sl_thread *t, const struct sl_lean_k
 SL_LEAN_INLINE int sl_lean_cells_step(struct sl_lean_key *k, struct sl_lean_cell *x, size_t n,
                                       uint64_t cost, uint64_t now, bool some_absent)
 {
-    int verdict = SL_OK;
+    int verdict = SL_OK, rc;
 
     for (size_t i = 0; i < n; i++) {
-        const struct sl_lim *lim;
-        uint64_t at, nw, enc;
         if (some_absent && x[i].c == NULL)
             continue; /* absent, read as fresh: a fresh key never denies */
-        lim = &x[i].pol->lim[0];
         /* acquire: the charges before the state's latest write */
         x[i].seen[0] = sl_load_acq(&x[i].c->state);
         x[i].seen[1] = sl_load_rlx(&x[i].c->last);
-        if ((x[i].seen[0] & SL_DEAD) ||
-            !sl_present_decidable(k[i].l, x[i].pol, x[i].seen[1], cost, now))
+        rc = sl_cell_decide(k[i].l, x[i].pol, x[i].seen, cost, now, &k[i].at, &x[i].next[0]);
+        if (rc < 0)
             return -EAGAIN;
-        at = k[i].at = sl_decide_time_predicted(x[i].seen[1], x[i].pol, now);
-        if (sl_gcra_next(lim, x[i].seen[0], at, cost, &nw) != SL_OK) {
+        if (rc != SL_OK) {
             verdict = SL_NO; /* every key still read: one frozen goes the general way */
             continue;
         }
-        enc = sl_last_encode(at);
-        x[i].next[0] = nw;
-        x[i].next[1] =
-            x[i].seen[1] == 0 || (int64_t)(enc - x[i].seen[1]) > 0 ? enc : x[i].seen[1];
+        x[i].next[1] = sl_cell_last_after(x[i].seen[1], k[i].at);
     }
     if (verdict == SL_NO)
         for (size_t i = 0; i < n; i++)
@@ -372,14 +365,8 @@ static __attribute__((noinline)) void sl_lean_cells_result(const struct sl_lean_
 
     for (size_t i = 0; i < n; i++) {
         w[i] = verdict == SL_OK ? x[i].next[0] : x[i].seen[0];
-        memset(&g[i], 0, sizeof(g[i]));
-        g[i].l = k[i].l;
-        g[i].e = NULL; /* a key in a cell is never pinned before the wrap: GCRA alone */
-        g[i].pol = (struct sl_policy *)x[i].pol; /* read only here */
-        g[i].w = &w[i];
-        g[i].now = now;
-        g[i].at = k[i].at;
-        g[i].behind = (int64_t)(k[i].at - now) > 0 ? k[i].at - now : 0; /* sl_target_use_at's */
+        memset(&g[i], 0, sizeof(g[i])); /* what the call is not told of reads as none */
+        sl_target_of_word(&g[i], k[i].l, x[i].pol, &w[i], k[i].at, now, 0);
     }
     /* never frozen: both the words read and those written are live */
     (void)sl_report_all(g, n, verdict == SL_OK ? 0 : cost, res, &frozen);

@@ -228,6 +228,15 @@ sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2]
     return sl_cells_lookup_in(cur, h, k, len, &in);
 }
 
+/* The time word a charge decided at `at` leaves beside its state: at,
+ * unless the key's latest time (seen_last) is later (modular). */
+static inline uint64_t sl_cell_last_after(uint64_t seen_last, uint64_t at)
+{
+    uint64_t enc = sl_last_encode(at);
+
+    return seen_last == 0 || (int64_t)(enc - seen_last) > 0 ? enc : seen_last;
+}
+
 /*
  * A decision's write on a cell: from seen (state and last as read,
  * updated to what the cell held on failure) to next_state, with last
@@ -238,9 +247,7 @@ sl_cells_lookup(_Atomic(struct sl_cells *) *cur, uint64_t h, const uint64_t k[2]
 static inline bool sl_cell_commit(struct sl_cell *c, uint64_t seen[2], uint64_t next_state,
                                   uint64_t at)
 {
-    uint64_t enc = sl_last_encode(at);
-    uint64_t next[2] = {next_state,
-                        seen[1] == 0 || (int64_t)(enc - seen[1]) > 0 ? enc : seen[1]};
+    uint64_t next[2] = {next_state, sl_cell_last_after(seen[1], at)};
 
     return sl_cas_pair_acqrel(&c->state, seen, next);
 }

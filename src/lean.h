@@ -10,6 +10,7 @@
 #include "algo_fixed.h"
 #include "algo_gcra.h"
 #include "charge.h"
+#include "cells.h"
 #include "hash.h"
 #include "table.h"
 
@@ -20,6 +21,24 @@
 void sl_lean_take_back(struct sluice *l, const void *key, size_t len, struct sl_entry *e,
                        uint64_t now, uint64_t at, uint64_t cost,
                        uint64_t (*receipt)[SL_RECEIPT_WORDS], unsigned n);
+
+/*
+ * A key's cell decided from the words read of it (seen: state, time) for
+ * a charge of cost at now under pol, its single GCRA limit: SL_OK with the
+ * state that charge writes in *nw, SL_NO (it denies: nothing to write), or
+ * -EAGAIN for the general path (frozen, cost 0 or above the capacity, pol
+ * not in force, idle beyond its range).  *at: the time it is decided at.
+ * The acquire, the peek and acquire_all's cells all step so.
+ */
+static inline __attribute__((always_inline)) int
+sl_cell_decide(struct sluice *l, const struct sl_policy *pol, const uint64_t seen[2], uint64_t cost,
+               uint64_t now, uint64_t *at, uint64_t *nw)
+{
+    if ((seen[0] & SL_DEAD) || cost == 0 || !sl_present_decidable(l, pol, seen[1], cost, now))
+        return -EAGAIN;
+    *at = sl_decide_time_predicted(seen[1], pol, now);
+    return sl_gcra_next(&pol->lim[0], seen[0], *at, cost, nw);
+}
 
 /* A one-word limit's step from c (sl_algo.step), GCRA's and the fixed
  * window's inline (a per-second limit and a daily quota: the commonest

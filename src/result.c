@@ -204,14 +204,7 @@ void sl_result_one_word(struct sluice *l, const struct sl_policy *pol, uint64_t 
     struct sl_report r;
     struct sl_target g; /* what the report's tellers read (not the receipts) */
 
-    g.l = l;
-    g.e = NULL; /* a key in a cell is never pinned before the wrap: GCRA alone */
-    g.pol = (struct sl_policy *)pol; /* read only here */
-    g.w = &w;
-    g.now = now;
-    g.at = at;
-    g.flags = flags;
-    g.behind = (int64_t)(at - now) > 0 ? at - now : 0; /* as sl_target_use_at's */
+    sl_target_of_word(&g, l, pol, &w, at, now, flags);
     if (lim->ops->report(lim, &w, at, asked, &r) == SL_FROZEN)
         r = (struct sl_report){0, 0, 0, 0};
     sl_report_for_caller(&r, &g, asked);

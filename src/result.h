@@ -72,6 +72,23 @@ static inline void sl_result_finish(struct sluice_result *res, int rc, unsigned 
         res->retry_after_ns = 1;
 }
 
+/* g made to tell the numbers of a key in a cell from a copy of its state
+ * word (w), decided at `at` for a caller at now: what the report's tellers
+ * read of a target (a cell is never pinned before the wrap: GCRA alone). */
+static inline void sl_target_of_word(struct sl_target *g, struct sluice *l,
+                                     const struct sl_policy *pol, sl_aword *w, uint64_t at,
+                                     uint64_t now, unsigned flags)
+{
+    g->l = l;
+    g->e = NULL;
+    g->pol = (struct sl_policy *)pol; /* read only by the report */
+    g->w = w;
+    g->now = now;
+    g->at = at;
+    g->flags = flags;
+    g->behind = (int64_t)(at - now) > 0 ? at - now : 0; /* as sl_target_use_at's */
+}
+
 /* A request on several keys refused with wait *w: raised to cover keys
  * pinned before the clock's wrap that refuse it there. */
 void sl_wait_pinned_keys(const struct sl_target *g, size_t n, uint64_t cost, uint64_t *w);
