@@ -334,9 +334,11 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * taking the lock from a live holder could corrupt what it is writing.
  * Likewise, if it stopped inside a sluice_acquire_all of several keys
  * between its charges and its commits, a writer on one of those keys (a
- * reset, a policy change, an override) waits for it: going on could admit
- * more than the limits.  Decisions on existing keys never wait for it,
- * except behind such a writer.
+ * reset, a policy change, an override, a decision that moves the key to a
+ * new default) may not go on (that could admit more than the limits): it
+ * waits for it up to 2 s, then returns -EBUSY, having changed nothing.
+ * Decisions on existing keys never wait for it, except behind such a
+ * writer.
  * Returns 0 and sets *out, or:
  *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
  *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,
@@ -392,7 +394,9 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  *   -E2BIG        cost above what some limit could ever admit (burst for
  *                 GCRA, count otherwise);
  *   -ENOMEM       the new key could not be allocated (on a shared limiter:
- *                 no entry came free in 2 s, see sluice_open_shared).
+ *                 no entry came free in 2 s, see sluice_open_shared);
+ *   -EBUSY        (shared limiter) the key had to move to a new default,
+ *                 and a stopped process's call held it for 2 s.
  * Lock-free for existing keys: a denial writes no shared memory; an admission
  * is one CAS per limit (a short per-key write section for SLIDING_LOG) and
  * one on the key's latest-admission time.  A charge made and then found
@@ -503,7 +507,9 @@ SLUICE_API int sluice_acquire_all(const struct sluice_key *keys, size_t n, uint6
  * admission time: a request stamped earlier is decided as at it (the
  * time of an admission racing the reset too, whose units the reset may
  * forget).
- * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
+ * Returns 0, -ENOENT (no such key), -EINVAL, -ENAMETOOLONG, -ENOMEM, or,
+ * on a shared limiter, -EBUSY (a stopped process's call held the key for
+ * 2 s, see sluice_open_shared; nothing changed).
  */
 SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
 
@@ -533,7 +539,9 @@ SLUICE_API int sluice_reset(sluice_t *l, const void *key, size_t len);
  * process, and every key has moved to it when the call returns.
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
  * -ENOMEM.  On a shared limiter also -ENOMEM when a shard's keys found no
- * free entry to move to for 2 s, and -EPROTO when the file is corrupt; the
+ * free entry to move to for 2 s, -EBUSY when a stopped process's call held
+ * a key for 2 s (see sluice_open_shared), and -EPROTO when the file is
+ * corrupt; the
  * new policy may then be in force already: keys still under the old one
  * move when next used, and the next sluice_set_policy finishes the move
  * before it changes anything.
@@ -550,7 +558,9 @@ SLUICE_API int sluice_set_policy(sluice_t *l, const struct sluice_policy *p);
  * Returns 0, -EINVAL (bad policy, or one a shared limiter cannot hold),
  * -ENAMETOOLONG, -ENOMEM, or -ENOSPC when it would add a key past max_keys
  * and no key was idle at the latest reap's time, or, on a shared limiter,
- * when min(max_keys, 4096) other keys already have an override.  It takes
+ * when min(max_keys, 4096) other keys already have an override, or -EBUSY
+ * (a stopped process's call held the key for 2 s, see sluice_open_shared;
+ * nothing changed).  It takes
  * no time, and the limiter's clock need not be the one decisions pass, so
  * it makes room only from keys idle at the time of the latest reap:
  * sluice_reap(l, now) at the decisions' time first frees the idle ones.
@@ -560,7 +570,8 @@ SLUICE_API int sluice_override_set(sluice_t *l, const void *key, size_t len,
 
 /*
  * Return the key to the default policy (state carried over as above).
- * Returns 0, -ENOENT (no override on that key), -EINVAL, -ENAMETOOLONG, -ENOMEM.
+ * Returns 0, -ENOENT (no override on that key), -EINVAL, -ENAMETOOLONG,
+ * -ENOMEM, or -EBUSY as sluice_override_set().
  */
 SLUICE_API int sluice_override_clear(sluice_t *l, const void *key, size_t len);
 

@@ -87,6 +87,17 @@ bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
     return true;
 }
 
+/* Undo a freeze of a published entry whose last_ns is not sealed (or was
+ * given back): a dead writer's (sl_shm_reconcile), or a writer's that gave
+ * up waiting for a call's commits (sl_shm_swap).  RMWs, not a load and a
+ * store: a sliding log's writer (a decider, holding no shard lock) may have
+ * been inside when the key was frozen, and its release may land between. */
+void sl_entry_thaw_pol(struct sl_entry *e, const struct sl_policy *pol)
+{
+    for (unsigned i = 0; i < pol->nlimits; i++)
+        (void)atomic_fetch_and_explicit(&e->w[pol->lim[i].off], ~SL_DEAD, memory_order_acq_rel);
+}
+
 /*
  * Once frozen and unpublished (moved or removed), each limit's control word
  * says where its state went: SL_DEAD | the id of the successor's word that
@@ -127,14 +138,20 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
  * for the call's commits before it seals.  Calls that count themselves
  * later see the freeze and leave.  A counted call takes no lock and runs a
  * few instructions, so a writer waits for it however long it is held up
- * (never giving up on a live one: its late commit would be the gap above).
+ * (never going on past a live one: its late commit would be the gap above).
  * Only a count left by a process killed in its window is cleared: no live
  * process has a thread in a window any more (sl_shm_window_live).  A count
  * at or above SL_COMMITS_MAX is none: a leave after such a clear wraps it
  * near 2^32, and no live threads could raise it that far (a corrupt file).
+ * A shared limiter's writer waits SL_COMMIT_WAIT_NS at most, and then gives
+ * up, thawing the key and changing nothing (-EBUSY): a process stopped in
+ * its window, or a corrupt file's record that looks like one (fuzz_shared:
+ * pid 1 in a window, forever), must not hold the writer, and the shard lock
+ * it holds, for ever.
  */
 #define SL_COMMIT_SPINS 256
 #define SL_COMMIT_CHECK_NS (UINT64_C(1000) * 1000) /* a killed process: checked each ms */
+#define SL_COMMIT_WAIT_NS (UINT64_C(2) * 1000000000) /* a live one: waited for 2 s at most */
 
 /* Calls counted on one key are at most the threads of every attached
  * process: waiting for a count past this would never end (fuzz_shared: a
@@ -149,7 +166,7 @@ static bool sl_commits_none(uint32_t c)
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
 {
     uint32_t c = atomic_fetch_add_explicit(&e->committing, 0, memory_order_acq_rel);
-    uint64_t check = 0;
+    uint64_t check = 0, give_up = 0;
 
     for (unsigned n = 0; !sl_commits_none(c); n++) {
         if (!wait)
@@ -160,6 +177,7 @@ bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
             sched_yield();
         } else if (check == 0) {
             check = sl_mono_ns() + SL_COMMIT_CHECK_NS;
+            give_up = check - SL_COMMIT_CHECK_NS + SL_COMMIT_WAIT_NS;
         } else if ((int64_t)(sl_mono_ns() - check) > 0) {
             if (!sl_shm_window_live(shm) &&
                 atomic_compare_exchange_strong_explicit(&e->committing, &c, 0,
@@ -167,6 +185,8 @@ bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
                                                         memory_order_acquire))
                 return true; /* its caller died in its window */
             check = sl_mono_ns() + SL_COMMIT_CHECK_NS;
+            if ((int64_t)(check - SL_COMMIT_CHECK_NS - give_up) > 0)
+                return false; /* live, or looks it, for 2 s: the writer gives up */
         } else {
             sched_yield();
         }
@@ -187,12 +207,11 @@ bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now,
-                             sl_aword *save, struct sl_shm *shm)
+                             sl_aword *save)
 {
     uint64_t lastw, last;
     unsigned carried = 0;
 
-    (void)sl_entry_commits_done(e, true, shm);
     lastw = sl_last_seal(&e->last_ns, save);
     last = lastw - 1;
 

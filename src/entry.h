@@ -415,16 +415,15 @@ int sl_state_view(struct sl_target *g, sl_aword *w, sl_aword *lastp, const struc
                   struct sl_policy *to, const struct sl_policy *cur, uint64_t now);
 void sl_entry_view_free(struct sl_target *g);
 enum sl_move { SL_MOVE_FRESH, SL_MOVE_CARRY, SL_MOVE_EXPIRED };
-/* Start ne (laid out for `to`) from the frozen e (laid out for `from`):
- * its state words as `how` says and its last_ns; cur: the default in force
- * (sl_policy_carry); now: the caller's time; save: as for sl_last_seal;
- * shm: a shared limiter's file (sl_entry_commits_done), else NULL.
- * Returns the set of e's limits
- * whose state went to ne (bit j: limit j). */
+/* Start ne (laid out for `to`) from the frozen e (laid out for `from`),
+ * once the calls counted on e are done (sl_entry_commits_done): its state
+ * words as `how` says and its last_ns; cur: the default in force
+ * (sl_policy_carry); now: the caller's time; save: as for sl_last_seal.
+ * Returns the set of e's limits whose state went to ne (bit j: limit j). */
 unsigned sl_entry_move_state(struct sl_entry *e, const struct sl_policy *from,
                              struct sl_entry *ne, const struct sl_policy *to,
                              const struct sl_policy *cur, enum sl_move how, uint64_t now,
-                             sl_aword *save, struct sl_shm *shm);
+                             sl_aword *save);
 /* After e (frozen) is unpublished: say in each limit's control word where
  * its state went (entry.c); kept: the mask sl_entry_move_state returned
  * (0 for a removal, to then NULL), succ: the id of the successor's first

@@ -28,6 +28,8 @@ const char *sluice_strerror(int rc)
         return "no such key";
     case -EAGAIN:
         return "resource temporarily unavailable";
+    case -EBUSY:
+        return "busy: a stopped process's call holds the key (shared limiter)";
     case -ENOSYS:
         return "not implemented";
     default:

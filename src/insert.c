@@ -188,9 +188,10 @@ int sl_entry_replace(struct sl_thread *t, struct sl_target *g, struct sl_entry *
         bool pin_moves = g->pinned == e && sl_entry_frozen_untouched(e, e->pol);
         if (pin_moves)
             atomic_store_explicit(&ne->pinned, 1, memory_order_relaxed);
+        (void)sl_entry_commits_done(e, true, NULL); /* threads of this process: never stopped alone */
         unsigned kept = sl_entry_move_state(
             e, e->pol, ne, to, atomic_load_explicit(&l->policy, memory_order_acquire), how, now,
-            NULL, NULL);
+            NULL);
         /* The key is present: its slot is overwritten in place, nothing can fail. */
         if (sl_table_replace_locked(g->s, g->h, e, ne) != 0)
             abort();

@@ -423,10 +423,12 @@ int sl_config_check(const struct sluice_config *cfg);
 unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
 bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
+void sl_entry_thaw_pol(struct sl_entry *e, const struct sl_policy *pol);
 /* After a freeze, before sealing last_ns: true once no call on several
  * keys is between its test of the frozen word and its commits on e (wait:
  * for every live one; shm: a shared limiter's file, whose dead callers'
- * counts are cleared; false, not waiting, while one is). */
+ * counts are cleared, and whose live ones are waited for 2 s at most;
+ * false, then, or not waiting, while one is). */
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm);
 /* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,

@@ -106,6 +106,8 @@ static int sl_shm_migrate_all(struct sluice *l, uint64_t gen, uint64_t now)
             since = 0;
             continue;
         }
+        if (rc == -EBUSY)
+            return rc; /* waited 2 s for a stopped call already */
         if (since == 0)
             since = sl_mono_ns();
         else if (sl_mono_ns() - since > SL_MIGRATE_NS)

@@ -106,12 +106,8 @@ static void sl_shm_thaw(struct sluice *l, struct sl_shm_shard *s, struct sl_entr
     if (sl_load_acq(&e->last_ns) == SL_LAST_SEALED)
         sl_last_unseal(&e->last_ns, sl_last_sane(sl_load_rlx(&s->sealed_last)));
 
-    for (unsigned i = 0; pol != NULL && i < pol->nlimits; i++) {
-        /* an RMW, not a load and a store: a sliding log's writer (a decider,
-         * holding no shard lock) may have been inside when the dead writer
-         * froze the key, and its release may land between the two */
-        (void)atomic_fetch_and_explicit(&e->w[pol->lim[i].off], ~SL_DEAD, memory_order_acq_rel);
-    }
+    if (pol != NULL)
+        sl_entry_thaw_pol(e, pol);
 }
 
 void sl_shm_reconcile(struct sluice *l)

@@ -425,7 +425,9 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
 
 /* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
- * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free.
+ * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free,
+ * -EBUSY if a call on several keys stays counted on e for 2 s (a stopped
+ * process, or a corrupt file): e is thawed, nothing changed.
  * pin: the new entry's (sl_entry.pinned), 0 but for the call that made e,
  * and 0 then too if a charge stands in e (another call's: the key stays). */
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
@@ -443,6 +445,11 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
         sl_shm_free_unseen(m, idx);
         return -EAGAIN;
     }
+    if (!sl_entry_commits_done(e, true, m)) {
+        sl_entry_thaw_pol(e, from); /* nothing sealed yet: as it was */
+        sl_shm_free_unseen(m, idx);
+        return -EBUSY;
+    }
     if (pin != 0 && !sl_entry_frozen_untouched(e, from))
         pin = 0; /* charged by another call since it was made: it stands */
     /* the length as the file says, within what an entry holds: a corrupt
@@ -450,7 +457,7 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     ne = sl_shm_init_entry(l, idx, sl_shm_key(m, e), sl_min64(e->key_len, l->max_key_len), to,
                            pin);
     kept = sl_entry_move_state(e, from, ne, to, NULL, how, now,
-                               sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e), m);
+                               sl_shm_seal_save(m, sl_shm_slot_shard(m, slot), e));
     /* publishes ne (release), unpublishes e (seq_cst: sl_shm_retire) */
     atomic_store_explicit(slot, (v & ~SL_IDX_MASK) | (idx + 2), memory_order_seq_cst);
     sl_entry_mark_moved(e, from, to, kept, sl_shm_word_id(m, ne)); /* unpublished: never thawed now */

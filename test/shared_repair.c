@@ -14,6 +14,9 @@
  *     its CAS and before clearing the counters): none stalls the reuse of
  *     memory, checked by cycling many times more keys through the table
  *     than it has entries.
+ *   - a process stopped inside an acquire_all's window, and a corrupt
+ *     record that looks like one: a writer on the key gives up after 2 s
+ *     with -EBUSY, changing nothing.
  * A watchdog (alarm) turns a hang into a failure.
  */
 #include <signal.h>
@@ -192,6 +195,90 @@ static void test_dead_committer(const char *path)
     CHECK(sluice_acquire_at(l, "s", 1, 1, T, NULL) >= 0);
     CHECK(atomic_load(&find(l, "s")->last_ns) != SL_LAST_SEALED);
     alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
+ * A process stopped (SIGSTOP) inside an acquire_all's window on a key: a
+ * writer on that key may not go on (the stopped call's late commit would
+ * land after the seal), nor wait for ever (it waited as long as the stop,
+ * holding the shard's lock).  It gives up after about 2 s with -EBUSY,
+ * having changed nothing: the key keeps its state and is not left frozen.
+ * Once the process resumes and leaves, the writer gets through.
+ */
+static void test_stopped_committer(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    struct sluice_policy ovr = {0};
+    sluice_t *l;
+    uint64_t t0, waited;
+    int status;
+    pid_t pid;
+
+    sluice_policy_add(&ovr, SLUICE_GCRA, 100, S);
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 3, T, NULL), SLUICE_ALLOW);
+    if ((pid = fork()) == 0) {
+        unsigned token = sl_shm_enter(l);
+        sl_shm_window(l, 0, 1); /* as sl_commits_count does */
+        atomic_fetch_add(&find(l, "c")->committing, 1);
+        raise(SIGSTOP);
+        atomic_fetch_sub(&find(l, "c")->committing, 1); /* as a leaving call does */
+        sl_shm_window(l, 0, -1);
+        sl_shm_leave(l, token);
+        _exit(0);
+    }
+    CHECK_EQ(waitpid(pid, &status, WUNTRACED), pid);
+    CHECK(WIFSTOPPED(status));
+    alarm(30); /* a writer that waits for the stop never returns */
+    t0 = t_mono();
+    CHECK_EQ(sluice_reset(l, "c", 1), -EBUSY);
+    waited = t_mono() - t0;
+    CHECK(waited >= UINT64_C(1900) * 1000 * 1000); /* never gone on early */
+    CHECK_EQ(sluice_override_set(l, "c", 1, &ovr), -EBUSY);
+    CHECK_U64(sl_load_rlx(&l->shm->hdr->ovr_keys), 0); /* the refused one takes no place */
+    /* nothing changed: 3 of 10 spent, the key not frozen */
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 7, T, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 1, T, NULL), SLUICE_DENY);
+    CHECK_EQ(kill(pid, SIGCONT), 0);
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(sluice_reset(l, "c", 1), 0);
+    CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW);
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
+ * The same from a corrupt file (fuzz_shared found it: a writer hung for
+ * good): a record naming a live pid (1) with no start time or mapping to
+ * test, a thread window open in it, and a count on a key that no call
+ * will ever take back.  The writer gives up after 2 s, and again each time
+ * (never a hang); decisions on the key go on.
+ */
+static void test_corrupt_window(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    struct sl_shm_proc *fake = &m->procs[SL_SHM_PROCS - 1];
+
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 4, T, NULL), SLUICE_ALLOW);
+    sl_store_rlx(&fake->start, 0);
+    sl_store_rlx(&fake->base, 0);
+    sl_store_rlx(&fake->stat[0].window, 1);
+    sl_store_rel(&fake->owner, (UINT64_C(1) << 32) | 1);
+    sl_store_rel(&m->hdr->procs_hi, SL_SHM_PROCS);
+    atomic_fetch_add(&find(l, "k")->committing, 1);
+    alarm(30);
+    CHECK_EQ(sluice_reset(l, "k", 1), -EBUSY);
+    CHECK_EQ(sluice_reset(l, "k", 1), -EBUSY);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 6, T, NULL), SLUICE_ALLOW); /* 4 + 6: kept */
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 1, T, NULL), SLUICE_DENY);
+    alarm(0);
+    sl_store_rel(&fake->owner, 0); /* no process at all: the others' places */
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
@@ -500,6 +587,8 @@ int main(void)
     test_dead_writer(path);
     test_dead_sealer(path);
     test_dead_committer(path);
+    test_stopped_committer(path);
+    test_corrupt_window(path);
     test_dead_section(path);
     test_fresh_after_resets(path);
     test_corrupt_slots(path);
