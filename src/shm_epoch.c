@@ -212,6 +212,30 @@ static void sl_proc_reclaim(struct sl_shm_proc *p, uint64_t owner)
     sl_store_rel(&p->owner, 0); /* release: the cleared counters first */
 }
 
+static uint32_t sl_shm_token_of(const struct sl_shm *m, int pi);
+
+/*
+ * A lock word may already hold the token a claim makes: its holder died
+ * 2^21 claims of this record ago and no one has locked since, or the file
+ * is corrupt.  Left so, the claimer's first writer would wait on a holder
+ * that is alive, itself, for ever.  Such a word gets the record's index
+ * alone, a token no owner has (incarnations are never 0 in their low 21
+ * bits), so the next locker takes it over as a dead holder's, and has
+ * what it left repaired (sl_shm_locked).  Before any thread of this
+ * process can lock: the claim is not yet returned.
+ */
+static void sl_proc_drop_stale_locks(struct sl_shm *m, uint32_t tok)
+{
+    uint64_t n = m->hdr->nshards; /* the layout's: checked on attach */
+
+    for (uint64_t i = 0; i <= n; i++) {
+        sl_aword *w = i < n ? &m->shards[i].lock : &m->hdr->pol_lock;
+        uint64_t cur = tok;
+        (void)atomic_compare_exchange_strong_explicit(w, &cur, tok & 0x7ff, memory_order_relaxed,
+                                                      memory_order_relaxed);
+    }
+}
+
 static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
 {
     struct sl_shm_hdr *h = m->hdr;
@@ -243,6 +267,7 @@ static int sl_proc_claim(struct sl_shm *m, uint64_t *owner_out)
             while ((inc & 0x1fffff) == 0);
             o = (uint64_t)(uint32_t)getpid() | (inc << 32);
             sl_store_rel(&p->owner, o);
+            sl_proc_drop_stale_locks(m, sl_shm_token_of(m, (int)i));
             hi = sl_load_rlx(&h->procs_hi);
             while (hi < i + 1 && !atomic_compare_exchange_weak_explicit(
                                      &h->procs_hi, &hi, i + 1, memory_order_release,

@@ -283,6 +283,40 @@ static void test_corrupt_window(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * A shard lock word holding the very token the next process to attach will
+ * get (left by a holder killed 2^21 claims of its record ago, or written
+ * by a corrupt file): that process's first writer would wait on itself,
+ * alive, for ever.  A claim clears lock words that hold its new token.
+ */
+static void test_lock_own_token(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    struct sl_shm *m = l->shm;
+    uint64_t inc = (sl_load_rlx(&m->hdr->incarnation) + 1) & 0x1fffff;
+    uint64_t hi = sl_load_rlx(&m->hdr->procs_hi);
+    int status;
+    pid_t pid;
+
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 4, T, NULL), SLUICE_ALLOW);
+    CHECK(hi < SL_SHM_PROCS);
+    /* the child's record: the first free one, index hi (the parent's below) */
+    for (unsigned i = 0; i < l->nshards; i++)
+        sl_store_rel(&m->shards[i].lock, (hi + 1) | inc << 11);
+    if ((pid = fork()) == 0) {
+        alarm(20);
+        _exit(sluice_reset(l, "k", 1) == 0 ? 0 : 1);
+    }
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    alarm(30);
+    CHECK_EQ(sluice_acquire_at(l, "k", 1, 10, T, NULL), SLUICE_ALLOW); /* reset: fresh */
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 /* Cycle many times more keys than entries through the table: each round
  * inserts max_keys new keys and reaps them all at a later time. */
 static void churn(sluice_t *l, size_t max_keys, unsigned rounds, const char *what)
@@ -589,6 +623,7 @@ int main(void)
     test_dead_committer(path);
     test_stopped_committer(path);
     test_corrupt_window(path);
+    test_lock_own_token(path);
     test_dead_section(path);
     test_fresh_after_resets(path);
     test_corrupt_slots(path);
