@@ -311,7 +311,9 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * then returns -ENOSPC, changing nothing.
  * Every algorithm works on a shared limiter; a sliding log's key, held by a
  * process killed while it writes the key, is released by the next process
- * that waits for it (the killed charge counts fully or not at all).
+ * that waits for it (the killed charge counts fully or not at all); one
+ * stopped (SIGSTOP) while it writes the key holds up that key's callers,
+ * and a writer on it holding its shard's lock, until it resumes or dies.
  * Shared limiters refuse policies needing more state words per key than
  * the creation policy (or 8; a sliding log needs 4 + count), names of 64
  * bytes or more, and max_keys above 2^31 (-EINVAL), in sluice_set_policy
@@ -334,8 +336,9 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * taking the lock from a live holder could corrupt what it is writing.
  * Likewise, if it stopped inside a sluice_acquire_all of several keys
  * between its charges and its commits, a writer on one of those keys (a
- * reset, a policy change, an override, a decision that moves the key to a
- * new default) may not go on (that could admit more than the limits): it
+ * reset, a policy change, an override, a decision or peek that moves the
+ * key, to a new default or fresh after it was idle beyond its range) may
+ * not go on (that could admit more than the limits): it
  * waits for it up to 2 s, then returns -EBUSY, having changed nothing.
  * Decisions on existing keys never wait for it, except behind such a
  * writer.
@@ -395,8 +398,9 @@ SLUICE_API int sluice_acquire(sluice_t *l, const void *key, size_t len, uint64_t
  *                 GCRA, count otherwise);
  *   -ENOMEM       the new key could not be allocated (on a shared limiter:
  *                 no entry came free in 2 s, see sluice_open_shared);
- *   -EBUSY        (shared limiter) the key had to move to a new default,
- *                 and a stopped process's call held it for 2 s.
+ *   -EBUSY        (shared limiter) the key had to move (to a new default,
+ *                 or fresh after it was idle beyond its range), and a
+ *                 stopped process's call held it for 2 s.
  * Lock-free for existing keys: a denial writes no shared memory; an admission
  * is one CAS per limit (a short per-key write section for SLIDING_LOG) and
  * one on the key's latest-admission time.  A charge made and then found

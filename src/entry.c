@@ -307,7 +307,7 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
      * before that admission (new keys start at the reap's time). */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now, NULL);
+    return sl_entry_freeze_fresh_pol(e, pol, now, idle_ttl, NULL);
 }
 
 /* Every state word of e 0, but the control words, which a freeze made
@@ -359,33 +359,10 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
     return false;
 }
 
-/*
- * The limits of by_idle, taken as fresh for being idle beyond their range
- * by a read of last_ns before the freeze, still are by last_ns sealed after
- * it: a charge that landed before the freeze has its time there, or is
- * taken back (sl_last_commit).  Unsealed again when not confirmed.
- */
-static bool sl_idle_confirmed(struct sl_entry *e, const struct sl_policy *pol, unsigned by_idle,
-                              uint64_t now, sl_aword *save)
-{
-    uint64_t lastw;
-
-    if (!sl_entry_commits_done(e, false, NULL))
-        return false; /* a call is committing: not idle (a reap never waits) */
-    lastw = sl_last_seal(&e->last_ns, save);
-    for (unsigned j = 0; j < pol->nlimits; j++)
-        if ((by_idle >> j & 1) &&
-            !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns))) {
-            sl_last_unseal(&e->last_ns, lastw);
-            return false;
-        }
-    return true;
-}
-
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               sl_aword *save)
+                               uint64_t idle_ttl, sl_aword *save)
 {
-    uint64_t old[SLUICE_MAX_LIMITS], last;
+    uint64_t old[SLUICE_MAX_LIMITS], last, now0 = now;
     unsigned i, by_idle = 0;
 
     /* Fresh as decided at now (a reap at an older time than the latest
@@ -403,8 +380,24 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
         if ((old[i] & SL_DEAD) || !fresh || !sl_cas_acqrel(w, &old[i], old[i] | SL_DEAD))
             break;
     }
-    if (i == pol->nlimits && (by_idle == 0 || sl_idle_confirmed(e, pol, by_idle, now, save)))
-        return true;
+    /* Idle confirmed on last_ns sealed after the freeze, always (not only
+     * for limits taken as fresh by idleness): a charge that landed before
+     * the freeze has its time there or finds the seal and is taken back.
+     * Without it, a call held between its charge and its commit (on a
+     * later key of an acquire_all, reap_window) committed into a removed
+     * key, and the key made again admitted beside that unit.  A call still
+     * counted on e leaves it live: a reap never waits. */
+    if (i == pol->nlimits && sl_entry_commits_done(e, false, NULL)) {
+        uint64_t lastw = sl_last_seal(&e->last_ns, save);
+        bool ok = (lastw != 0 ? sl_sat_add(lastw - 1, idle_ttl) : idle_ttl) <= now0;
+        for (unsigned j = 0; ok && j < pol->nlimits; j++)
+            if ((by_idle >> j & 1) &&
+                !(lastw != 0 && sl_idle_beyond(now, lastw - 1, pol->lim[j].idle_over_ns)))
+                ok = false;
+        if (ok)
+            return true;
+        sl_last_unseal(&e->last_ns, lastw);
+    }
     while (i-- > 0)
         sl_store_rel(&e->w[pol->lim[i].off], old[i]);
     return false;

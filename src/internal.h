@@ -430,9 +430,11 @@ void sl_entry_thaw_pol(struct sl_entry *e, const struct sl_policy *pol);
  * counts are cleared, and whose live ones are waited for 2 s at most;
  * false, then, or not waiting, while one is). */
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm);
-/* save: as for sl_last_seal (a shared limiter's shard, else NULL) */
+/* Freeze e for removal if every limit is fresh at now and its latest
+ * admission, read sealed, is idle_ttl or more before now; save: as for
+ * sl_last_seal (a shared limiter's shard, else NULL) */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               sl_aword *save);
+                               uint64_t idle_ttl, sl_aword *save);
 
 /* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
 
