@@ -169,8 +169,11 @@ bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm)
     uint64_t check = 0, give_up = 0;
 
     for (unsigned n = 0; !sl_commits_none(c); n++) {
-        if (!wait)
-            return false;
+        if (!wait) /* a reap: only a count no live call can hold is cleared */
+            return shm != NULL && !sl_shm_window_live(shm) &&
+                   atomic_compare_exchange_strong_explicit(&e->committing, &c, 0,
+                                                           memory_order_acq_rel,
+                                                           memory_order_acquire);
         if (n < SL_COMMIT_SPINS) {
             sl_cpu_relax();
         } else if (shm == NULL) {
@@ -307,7 +310,7 @@ bool sl_entry_freeze_if_idle(struct sl_entry *e, uint64_t now, uint64_t idle_ttl
      * before that admission (new keys start at the reap's time). */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, idle_ttl) : idle_ttl) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now, idle_ttl, NULL);
+    return sl_entry_freeze_fresh_pol(e, pol, now, idle_ttl, NULL, NULL);
 }
 
 /* Every state word of e 0, but the control words, which a freeze made
@@ -360,7 +363,7 @@ bool sl_entry_freeze_if_untouched(struct sl_entry *e, const struct sl_policy *po
 }
 
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               uint64_t idle_ttl, sl_aword *save)
+                               uint64_t idle_ttl, sl_aword *save, struct sl_shm *shm)
 {
     uint64_t old[SLUICE_MAX_LIMITS], last, now0 = now;
     unsigned i, by_idle = 0;
@@ -386,8 +389,10 @@ bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, 
      * Without it, a call held between its charge and its commit (on a
      * later key of an acquire_all, reap_window) committed into a removed
      * key, and the key made again admitted beside that unit.  A call still
-     * counted on e leaves it live: a reap never waits. */
-    if (i == pol->nlimits && sl_entry_commits_done(e, false, NULL)) {
+     * counted on e leaves it live (a reap never waits), unless no live
+     * process has a thread in a window: then the count is a killed call's,
+     * cleared, or the key would stand for good. */
+    if (i == pol->nlimits && sl_entry_commits_done(e, false, shm)) {
         uint64_t lastw = sl_last_seal(&e->last_ns, save);
         bool ok = (lastw != 0 ? sl_sat_add(lastw - 1, idle_ttl) : idle_ttl) <= now0;
         for (unsigned j = 0; ok && j < pol->nlimits; j++)

@@ -428,13 +428,15 @@ void sl_entry_thaw_pol(struct sl_entry *e, const struct sl_policy *pol);
  * keys is between its test of the frozen word and its commits on e (wait:
  * for every live one; shm: a shared limiter's file, whose dead callers'
  * counts are cleared, and whose live ones are waited for 2 s at most;
- * false, then, or not waiting, while one is). */
+ * false, then, or not waiting, while one is: not waiting, a shared
+ * limiter's count is cleared if no live process is in a window). */
 bool sl_entry_commits_done(struct sl_entry *e, bool wait, struct sl_shm *shm);
 /* Freeze e for removal if every limit is fresh at now and its latest
  * admission, read sealed, is idle_ttl or more before now; save: as for
- * sl_last_seal (a shared limiter's shard, else NULL) */
+ * sl_last_seal (a shared limiter's shard, else NULL); shm: a shared
+ * limiter's file, whose killed callers' counts are cleared, else NULL */
 bool sl_entry_freeze_fresh_pol(struct sl_entry *e, const struct sl_policy *pol, uint64_t now,
-                               uint64_t idle_ttl, sl_aword *save);
+                               uint64_t idle_ttl, sl_aword *save, struct sl_shm *shm);
 
 /* ---- shared limiters (shm_file.c, shm_epoch.c, shm_table.c) ---------- */
 

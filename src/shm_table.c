@@ -271,7 +271,8 @@ static bool sl_shm_idle(struct sluice *l, struct sl_shm_shard *s, struct sl_entr
     /* idle at now, as sl_entry_freeze_if_idle: never a key admitted later */
     if ((sl_entry_last(e, &last) ? sl_sat_add(last, l->idle_ttl_ns) : l->idle_ttl_ns) > now)
         return false;
-    return sl_entry_freeze_fresh_pol(e, pol, now, l->idle_ttl_ns, sl_shm_seal_save(l->shm, s, e));
+    return sl_entry_freeze_fresh_pol(e, pol, now, l->idle_ttl_ns, sl_shm_seal_save(l->shm, s, e),
+                                     l->shm);
 }
 
 /* Reap idle keys of a locked shard (inside a ck section: policies). */

@@ -10,7 +10,8 @@
  * stands in the new K1).  A reap now waits for no call but leaves a key
  * that one is committing on, and tests idleness on the time it sealed.
  * Private (a thread held by the test hook) and shared (a process stopped
- * there by SIGSTOP); GCRA and a fixed window.  Needs the debug hook
+ * there by SIGSTOP); GCRA and a fixed window.  And a process killed there:
+ * its count must not keep the keys from being reaped for ever.  Needs the debug hook
  * (debug and sanitizer builds): exit 77 without it.
  */
 #include <semaphore.h>
@@ -39,6 +40,11 @@ static void hold(void)
 {
     sem_post(&in_window);
     sem_wait(&go);
+}
+
+static void kill_self(void)
+{
+    raise(SIGKILL);
 }
 
 static void stop_once(void)
@@ -141,6 +147,35 @@ static void shared_case(enum sluice_algo algo, const char *what)
     sluice_destroy(L);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
+
+/* The same call killed there (SIGKILL): its count stays on both keys.  A
+ * reap that finds no live process in a window clears it and removes the
+ * keys once idle; one that only waited for counts to fall left them for
+ * good (the first version of the fix above). */
+static void shared_killed(void)
+{
+    struct sluice_config cfg = config(SLUICE_GCRA);
+    char path[128];
+    int status;
+    pid_t pid;
+
+    t_shm_path(path, sizeof(path), "reap_window");
+    (void)sluice_unlink_shared(path);
+    L = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    admit_both(L);
+    if ((pid = fork()) == 0) {
+        atomic_store(&sl_test_between_commits, kill_self);
+        caller(NULL);
+        _exit(1);
+    }
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    alarm(30);
+    CHECK_U64(sluice_reap(L, T0 + 30 * S), 2);
+    alarm(0);
+    sluice_destroy(L);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
 #endif
 
 int main(void)
@@ -150,6 +185,7 @@ int main(void)
     private_case(SLUICE_FIXED_WINDOW, "private, fixed window");
     shared_case(SLUICE_GCRA, "shared, GCRA");
     shared_case(SLUICE_FIXED_WINDOW, "shared, fixed window");
+    shared_killed();
     return t_done("reap_window");
 #else
     fprintf(stderr, "reap_window: needs the debug hook (debug or sanitizer build)\n");
