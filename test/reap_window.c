@@ -118,23 +118,32 @@ static void private_case(enum sluice_algo algo, const char *what)
     sluice_destroy(L);
 }
 
-static void shared_case(enum sluice_algo algo, const char *what)
+/* A fresh shared limiter in path (L), both keys admitted, and a child
+ * making the call with `hook` between its commits (exit 0: admitted). */
+static pid_t shared_start(enum sluice_algo algo, char *path, size_t cap, void (*hook)(void))
 {
     struct sluice_config cfg = config(algo);
-    char path[128];
-    int status;
     pid_t pid;
 
-    t_shm_path(path, sizeof(path), "reap_window");
+    t_shm_path(path, cap, "reap_window");
     (void)sluice_unlink_shared(path);
     L = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
     admit_both(L);
     if ((pid = fork()) == 0) {
-        atomic_store(&sl_test_between_commits, stop_once);
+        atomic_store(&sl_test_between_commits, hook);
         alarm(30);
         caller(NULL);
         _exit(rc_all == SLUICE_ALLOW ? 0 : 1);
     }
+    return pid;
+}
+
+static void shared_case(enum sluice_algo algo, const char *what)
+{
+    char path[128];
+    int status;
+    pid_t pid = shared_start(algo, path, sizeof(path), stop_once);
+
     CHECK_EQ(waitpid(pid, &status, WUNTRACED), pid);
     CHECK(WIFSTOPPED(status));
     alarm(30);
@@ -154,20 +163,10 @@ static void shared_case(enum sluice_algo algo, const char *what)
  * good (the first version of the fix above). */
 static void shared_killed(void)
 {
-    struct sluice_config cfg = config(SLUICE_GCRA);
     char path[128];
     int status;
-    pid_t pid;
+    pid_t pid = shared_start(SLUICE_GCRA, path, sizeof(path), kill_self);
 
-    t_shm_path(path, sizeof(path), "reap_window");
-    (void)sluice_unlink_shared(path);
-    L = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    admit_both(L);
-    if ((pid = fork()) == 0) {
-        atomic_store(&sl_test_between_commits, kill_self);
-        caller(NULL);
-        _exit(1);
-    }
     CHECK_EQ(waitpid(pid, &status, 0), pid);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     alarm(30);
