@@ -212,14 +212,14 @@ sl_acquire_cell(struct sl_thread *t, struct sluice *l, struct sl_cell *c,
         if (rc < 0)
             return -EAGAIN;
         if (rc != SL_OK) {
-            if (sl_policy_stale_private(l, pol))
+            if (sl_cell_policy_stale(l, pol))
                 return -EAGAIN; /* read under limits replaced since */
             sl_stat_add_private(l, t, false);
             if (res != NULL)
                 sl_result_one_word(l, pol, seen[0], at, now, cost, SL_NO, flags, res);
             return SLUICE_DENY;
         }
-        if (sl_policy_stale_private(l, pol))
+        if (sl_cell_policy_stale(l, pol))
             return -EAGAIN;
         if (sl_cell_commit(c, seen, nw, at)) {
             sl_stat_add_private(l, t, true);
@@ -414,7 +414,7 @@ static __attribute__((noinline)) int sl_peek_cell(sluice_t *l, const void *key, 
         seen[0] = sl_load_acq(&c->state);
         seen[1] = sl_load_rlx(&c->last);
         rc = sl_cell_decide(l, pol, seen, cost, now, &at, &nw);
-        if (rc >= 0 && sl_policy_stale_private(l, pol))
+        if (rc >= 0 && sl_cell_policy_stale(l, pol))
             rc = -EAGAIN; /* read under limits replaced since */
         else if (rc >= 0 && res != NULL)
             sl_result_one_word(l, pol, rc == SL_OK ? nw : seen[0], at, now, cost, rc, 0, res);

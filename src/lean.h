@@ -34,10 +34,29 @@ static inline __attribute__((always_inline)) int
 sl_cell_decide(struct sluice *l, const struct sl_policy *pol, const uint64_t seen[2], uint64_t cost,
                uint64_t now, uint64_t *at, uint64_t *nw)
 {
-    if ((seen[0] & SL_DEAD) || cost == 0 || !sl_present_decidable(l, pol, seen[1], cost, now))
+    uint64_t since = now - (seen[1] - 1);
+
+    /* sl_present_decidable but its test of pol in force: every caller
+     * found pol the default it read in this section, and tests it again
+     * (sl_policy_stale_private) after deciding and before any write or
+     * denial, which is the test that counts.  A cell's time is never
+     * sealed (sl_last_encode stops below it; a cell freezes by SL_DEAD). */
+    (void)l;
+    SL_ASSERT(seen[1] != SL_LAST_SEALED);
+    if ((seen[0] & SL_DEAD) || cost - 1 >= pol->min_cap ||
+        !(seen[1] == 0 || (int64_t)since <= 0 || since <= pol->idle_fresh_ns))
         return -EAGAIN;
     *at = sl_decide_time_predicted(seen[1], pol, now);
     return sl_gcra_next(&pol->lim[0], seen[0], *at, cost, nw);
+}
+
+/* sl_policy_stale_private for a cell's policy: a default, never an
+ * override (cells hold keys under the default only). */
+static inline bool sl_cell_policy_stale(struct sluice *l, const struct sl_policy *pol)
+{
+    SL_ASSERT(!pol->is_override && l->shm_gen == NULL);
+    /* acquire: pairs with the release that publishes a new policy */
+    return pol != atomic_load_explicit(&l->policy, memory_order_acquire);
 }
 
 /* A one-word limit's step from c (sl_algo.step), GCRA's and the fixed
