@@ -340,8 +340,13 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * key, to a new default or fresh after it was idle beyond its range) may
  * not go on (that could admit more than the limits): it
  * waits for it up to 2 s, then returns -EBUSY, having changed nothing.
+ * And if it stopped inside a SLIDING_LOG key's write (a few stores of an
+ * admission's stamps), calls on that key wait for it up to 2 s: a
+ * decision or a peek then denies, charging nothing (its result says 0
+ * remaining, retry after 2 s), and a writer returns -EBUSY, having
+ * changed nothing.
  * Decisions on existing keys never wait for it, except behind such a
- * writer.
+ * writer or a held SLIDING_LOG key.
  * Returns 0 and sets *out, or:
  *   -ENOENT  absent, without SLUICE_SHARED_CREATE;
  *   -EEXIST  SLUICE_SHARED_EXCL and it exists, or cfg given and its policy,

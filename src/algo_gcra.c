@@ -175,10 +175,11 @@ static bool gcra_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uin
     return gcra_gap(lim, c, now) == 0;
 }
 
-static uint64_t gcra_freeze(const struct sl_lim *lim, sl_aword *w)
+static bool gcra_freeze(const struct sl_lim *lim, sl_aword *w)
 {
     (void)lim;
-    return sl_fetch_or_acqrel(w, SL_DEAD);
+    (void)sl_fetch_or_acqrel(w, SL_DEAD);
+    return true;
 }
 
 /*

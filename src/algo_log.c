@@ -62,7 +62,7 @@ static bool sl_log_local_dead(const struct sl_holder *h, uint32_t token)
     return token != sl_log_local_token(h);
 }
 
-static const struct sl_holder sl_log_local = {sl_log_local_token, sl_log_local_dead};
+static const struct sl_holder sl_log_local = {sl_log_local_token, sl_log_local_dead, 0};
 
 static int log_compile(struct sl_lim *lim)
 {
@@ -123,31 +123,53 @@ static void log_release(const struct sl_lim *lim, sl_aword *w)
 
 /*
  * Wait until no writer holds the key, or (until_frozen) the key is frozen;
- * returns the word then.  A holder that died there (shared limiters only)
- * is released by the waiter (see the top of the file: its state is safe
- * to read as it is).  Writers hold a key for a few stores, so a waiter
- * spins, then yields; it asks whether the holder lives every 256 rounds.
+ * *out: the word then, and true.  A holder that died there (shared
+ * limiters only) is released by the waiter (see the top of the file: its
+ * state is safe to read as it is).  Writers hold a key for a few stores,
+ * so a waiter spins, then yields; it asks whether the holder lives every
+ * 256 rounds.  One live holder that stays in the same write section for
+ * its holder's give_up_ns (a process stopped there) is not waited for:
+ * false, *out the held word.  Its state cannot be read, and taking the key
+ * from a live holder could corrupt what it writes.
  */
-static uint64_t log_wait(const struct sl_lim *lim, sl_aword *w, bool until_frozen)
+static bool log_wait(const struct sl_lim *lim, sl_aword *w, bool until_frozen, uint64_t *out)
 {
+    uint64_t held = 0, give_up = 0;
+
     for (unsigned n = 1;; n++) {
         uint64_t s = sl_load_acq(&w[0]);
+        *out = s;
         if (!(s & 1) || (until_frozen && (s & SL_DEAD)))
-            return s;
-        if (lim->holder != NULL && n % 256 == 0 &&
-            lim->holder->dead(lim->holder, (uint32_t)(s >> LOG_HOLDER_SHIFT)))
-            (void)sl_cas_acqrel(&w[0], &s, log_released(lim, s));
-        else if (n < 1024)
+            return true;
+        if (lim->holder != NULL && n % 256 == 0) {
+            if (lim->holder->dead(lim->holder, (uint32_t)(s >> LOG_HOLDER_SHIFT))) {
+                (void)sl_cas_acqrel(&w[0], &s, log_released(lim, s));
+                continue;
+            }
+            if (lim->holder->give_up_ns != 0) {
+                /* the deadline runs from the first check of this hold;
+                 * another holder, or the same one's next write, starts it
+                 * again (SL_DEAD set meanwhile is the same hold) */
+                if ((s & ~SL_DEAD) != held) {
+                    held = s & ~SL_DEAD;
+                    give_up = sl_mono_ns() + lim->holder->give_up_ns;
+                } else if ((int64_t)(sl_mono_ns() - give_up) > 0) {
+                    return false;
+                }
+            }
+        }
+        if (n < 1024)
             sl_cpu_relax();
         else
             sched_yield();
     }
 }
 
-/* Wait out a writer; returns the even sequence, or one with SL_DEAD. */
-static uint64_t log_read_begin(const struct sl_lim *lim, sl_aword *w)
+/* Wait out a writer: true with the even sequence, or one with SL_DEAD, in
+ * *s; false if a stopped writer holds the key (log_wait). */
+static bool log_read_begin(const struct sl_lim *lim, sl_aword *w, uint64_t *s)
 {
-    return log_wait(lim, w, true);
+    return log_wait(lim, w, true, s);
 }
 
 static bool log_read_valid(sl_aword *w, uint64_t s)
@@ -191,12 +213,28 @@ static void log_view(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64
     }
 }
 
+/* A charge or report that a stopped writer kept from the key's words
+ * (log_wait) denies, writing nothing: fewer admitted, never more, and the
+ * call returns.  A report says so as the least it can promise: nothing
+ * left, a retry after the wait that gave up, the window's end a period
+ * away. */
+static void log_busy_report(const struct sl_lim *lim, struct sl_report *out)
+{
+    if (out != NULL)
+        *out = (struct sl_report){.remaining = 0,
+                                  .retry_after = lim->holder->give_up_ns,
+                                  .reset_after = lim->def.period_ns,
+                                  .reset_charged = lim->def.period_ns};
+}
+
 static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                       uint64_t *receipt)
 {
     for (;;) {
         struct log_view v;
-        uint64_t s = log_read_begin(lim, w);
+        uint64_t s;
+        if (!log_read_begin(lim, w, &s))
+            return SL_NO; /* a stopped writer's: log_busy_report */
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
@@ -232,10 +270,14 @@ static int log_charge(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 static bool log_undo(const struct sl_lim *lim, sl_aword *w, uint64_t cost,
                      const uint64_t *receipt)
 {
-    uint64_t s = log_read_begin(lim, w);
+    uint64_t s;
 
+    /* a stopped writer holds the key: the units stay (fewer admitted) */
+    if (!log_read_begin(lim, w, &s))
+        return true;
     while (!(s & SL_DEAD) && !sl_cas_acqrel(&w[0], &s, log_held(lim, s)))
-        s = log_read_begin(lim, w);
+        if (!log_read_begin(lim, w, &s))
+            return true;
     if (s & SL_DEAD)
         return false;
     /* the load is ours (the CAS above acquired the key); the store is
@@ -267,8 +309,12 @@ static int log_report(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint6
 {
     for (;;) {
         struct log_view v;
-        uint64_t s = log_read_begin(lim, w), inwin;
+        uint64_t s, inwin;
         sl_u128 newest_end;
+        if (!log_read_begin(lim, w, &s)) {
+            log_busy_report(lim, out);
+            return SL_NO;
+        }
         if (s & SL_DEAD)
             return SL_FROZEN;
         log_view(lim, w, now, cost, &v);
@@ -300,12 +346,14 @@ static bool log_is_fresh(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint
     return n == 0 || log_expired(lim->def.period_ns, log_ts(lim, w, n - 1), now);
 }
 
-static uint64_t log_freeze(const struct sl_lim *lim, sl_aword *w)
+/* The writer in finishes; no new one can enter.  False: a stopped one
+ * stays in (log_wait), and its charge would land after a copy. */
+static bool log_freeze(const struct sl_lim *lim, sl_aword *w)
 {
-    uint64_t s = sl_fetch_or_acqrel(&w[0], SL_DEAD);
+    uint64_t s;
 
-    (void)log_wait(lim, w, false); /* the writer in finishes; no new one can enter */
-    return s;
+    (void)sl_fetch_or_acqrel(&w[0], SL_DEAD);
+    return log_wait(lim, w, false, &s);
 }
 
 /*

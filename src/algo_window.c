@@ -45,11 +45,12 @@ int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields)
     return 0;
 }
 
-uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w)
+bool sl_window_freeze(const struct sl_lim *lim, sl_aword *w)
 {
     (void)lim;
     /* acq_rel: the captured value is final and every charge before it visible. */
-    return sl_fetch_or_acqrel(&w[0], SL_DEAD);
+    (void)sl_fetch_or_acqrel(&w[0], SL_DEAD);
+    return true;
 }
 
 /* Same layout (same algorithm, width and word count): the frozen words are

@@ -71,20 +71,34 @@ void sl_entry_free(struct sl_arena *a, struct sl_entry *e)
 
 bool sl_entry_freeze(struct sl_entry *e)
 {
-    return sl_entry_freeze_pol(e, e->pol);
+    int rc = sl_entry_freeze_pol(e, e->pol);
+
+    /* a private limiter's writers are its own threads: never given up on */
+    SL_ASSERT(rc != -EBUSY);
+    return rc == 0;
 }
 
 /* The same for an entry whose policy is given (a shared limiter's entries
- * name theirs by tag). */
-bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
+ * name theirs by tag): 0, -EAGAIN (frozen already: nothing done) or
+ * -EBUSY (a stopped process inside a sliding log's write: thawed again,
+ * nothing changed). */
+int sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol)
 {
+    bool stable = true;
+
     if (sl_load_acq(&e->w[pol->lim[0].off]) & SL_DEAD)
-        return false;
-    for (unsigned i = 0; i < pol->nlimits; i++)
-        pol->lim[i].ops->freeze(&pol->lim[i], &e->w[pol->lim[i].off]);
+        return -EAGAIN;
+    for (unsigned i = 0; i < pol->nlimits && stable; i++)
+        stable = pol->lim[i].ops->freeze(&pol->lim[i], &e->w[pol->lim[i].off]);
+    if (!stable) {
+        /* its late charge would land after the copy: as it was instead
+         * (thawing a word not frozen yet changes nothing) */
+        sl_entry_thaw_pol(e, pol);
+        return -EBUSY;
+    }
     /* The caller then takes last_ns with sl_last_seal(): an admission
      * whose time that misses is taken back (sl_last_commit). */
-    return true;
+    return 0;
 }
 
 /* Undo a freeze of a published entry whose last_ns is not sealed (or was
@@ -151,7 +165,7 @@ void sl_entry_mark_moved(struct sl_entry *e, const struct sl_policy *from,
  */
 #define SL_COMMIT_SPINS 256
 #define SL_COMMIT_CHECK_NS (UINT64_C(1000) * 1000) /* a killed process: checked each ms */
-#define SL_COMMIT_WAIT_NS (UINT64_C(2) * 1000000000) /* a live one: waited for 2 s at most */
+#define SL_COMMIT_WAIT_NS SL_HOLDER_GIVE_UP_NS /* a live one: waited for 2 s at most */
 
 /* Calls counted on one key are at most the threads of every attached
  * process: waiting for a count past this would never end (fuzz_shared: a

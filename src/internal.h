@@ -422,7 +422,7 @@ int sl_config_check(const struct sluice_config *cfg);
 /* The shard count a configuration asks for (limiter.c). */
 unsigned sl_shard_count(unsigned asked);
 bool sl_policy_reserved_zero(const struct sluice_policy *p);
-bool sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
+int sl_entry_freeze_pol(struct sl_entry *e, const struct sl_policy *pol);
 void sl_entry_thaw_pol(struct sl_entry *e, const struct sl_policy *pol);
 /* After a freeze, before sealing last_ns: true once no call on several
  * keys is between its test of the frozen word and its commits on e (wait:

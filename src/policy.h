@@ -17,9 +17,18 @@
  * token (its process's place in the file) is stored in the word it holds.
  * NULL on in-process limiters, whose writers only die with their waiters.
  */
+/* A live holder that stays in one write section this long is taken for a
+ * stopped process (SIGSTOP, a debugger): its waiters give up rather than
+ * wait for it (sl_holder.give_up_ns, sl_entry_commits_done). */
+#define SL_HOLDER_GIVE_UP_NS (UINT64_C(2) * 1000000000)
+
 struct sl_holder {
     uint32_t (*token)(const struct sl_holder *h);    /* the caller's: nonzero */
     bool (*dead)(const struct sl_holder *h, uint32_t token);
+    /* How long a waiter waits for a live holder before it gives up (a
+     * process stopped in its write section: SIGSTOP, a debugger); 0, for
+     * ever (in-process: a thread of this process, a few stores long). */
+    uint64_t give_up_ns;
 };
 
 /* One limit, validated and with everything the hot path needs precomputed. */
@@ -151,7 +160,9 @@ static inline uint64_t sl_wait_until(sl_u128 at, uint64_t now, uint64_t early)
  *           take (the read-only check before a stacked policy's charges).
  * is_fresh: given the control word c, does the state equal a fresh key's?
  * freeze:   set SL_DEAD on the control word and wait until the words are
- *           stable; returns the control word before.
+ *           stable: true; false if a live writer of the key stayed in past
+ *           its holder's give_up_ns (the word is frozen all the same: the
+ *           caller thaws it and gives up, changing nothing).
  * carry:    raise the private words of `to` to the frozen state of `from`
  *           (same algorithm and period), exactly: all spent capacity is
  *           kept, even above a lower count, rounded only toward more spent.
@@ -171,7 +182,7 @@ struct sl_algo {
     int (*report)(const struct sl_lim *lim, sl_aword *w, uint64_t now, uint64_t cost,
                   struct sl_report *out);
     bool (*is_fresh)(const struct sl_lim *lim, uint64_t c, sl_aword *w, uint64_t now);
-    uint64_t (*freeze)(const struct sl_lim *lim, sl_aword *w);
+    bool (*freeze)(const struct sl_lim *lim, sl_aword *w);
     void (*carry)(const struct sl_lim *from, sl_aword *fw, const struct sl_lim *to, sl_aword *tw,
                   uint64_t now);
     /* Limits of one state word (NULL for the others): charge's step from
@@ -266,7 +277,7 @@ static inline bool sl_idle_beyond(uint64_t at, uint64_t last, uint64_t idle_fres
 /* Shared by the windowed algorithms (algo_window.c). */
 int sl_window_pack_compile(struct sl_lim *lim, unsigned nfields);
 void sl_window_copy(sl_aword *fw, sl_aword *tw, uint32_t nwords);
-uint64_t sl_window_freeze(const struct sl_lim *lim, sl_aword *w);
+bool sl_window_freeze(const struct sl_lim *lim, sl_aword *w);
 uint64_t sl_window_later(const struct sl_lim *lim, unsigned nfields, uint64_t x, uint64_t y);
 /* A window word's fields; inline: every windowed step takes them, and
  * their calls were a fifth of a fixed window's charge. */

@@ -427,8 +427,9 @@ static int sl_shm_insert(struct sl_target *g, struct sl_policy *pol, uint64_t no
 /* Swap the entry in *slot (e, under `from`) for a new one under `to`, its
  * state carried over or fresh, in a locked shard.  -EAGAIN if e is frozen
  * (a dead writer's: repaired on unlock), -ENOMEM if no entry is free,
- * -EBUSY if a call on several keys stays counted on e for 2 s (a stopped
- * process, or a corrupt file): e is thawed, nothing changed.
+ * -EBUSY if a call on several keys stays counted on e for 2 s, or a
+ * sliding log's writer stays in its write for 2 s (a stopped process, or
+ * a corrupt file): e is thawed, nothing changed.
  * pin: the new entry's (sl_entry.pinned), 0 but for the call that made e,
  * and 0 then too if a charge stands in e (another call's: the key stays). */
 int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
@@ -439,12 +440,13 @@ int sl_shm_swap(struct sluice *l, sl_aword *slot, struct sl_entry *e,
     uint64_t idx = sl_shm_alloc(m), v = sl_load_rlx(slot);
     struct sl_entry *ne;
     unsigned kept;
+    int rc;
 
     if (idx == UINT64_MAX)
         return -ENOMEM;
-    if (!sl_entry_freeze_pol(e, from)) {
+    if ((rc = sl_entry_freeze_pol(e, from)) != 0) {
         sl_shm_free_unseen(m, idx);
-        return -EAGAIN;
+        return rc; /* -EAGAIN, or -EBUSY: a stopped process in a sliding log's write */
     }
     if (!sl_entry_commits_done(e, true, m)) {
         sl_entry_thaw_pol(e, from); /* nothing sealed yet: as it was */

@@ -252,6 +252,82 @@ static void test_stopped_committer(const char *path)
 }
 
 /*
+ * A process stopped (SIGSTOP) inside a sliding log's write section: the
+ * key's sequence word odd with its token, its stamps half written.  Its
+ * state cannot be read and the key cannot be taken from a live holder, but
+ * no call may wait for it for ever either (each waited as long as the
+ * stop, a writer holding the shard's lock all the while).  A decision and
+ * a peek deny after about 2 s, charging nothing; a writer (a reset) gives
+ * up with -EBUSY after about 2 s, having changed nothing.  Once the
+ * process resumes and lets go, the key decides as before the stop.  The
+ * child takes the word as log_charge does (algo_log.c) and stops there:
+ * the state a stop inside the section leaves, in every build.
+ */
+#define LOG_HOLDER_SHIFT 31 /* algo_log.c's layout of the sequence word */
+#define LOG_SEQ_MASK ((UINT64_C(1) << LOG_HOLDER_SHIFT) - 1)
+
+static void test_stopped_log_writer(const char *path)
+{
+    struct sluice_config cfg = cfg10(64);
+    struct sluice_policy ovr = {0};
+    struct sluice_result res;
+    uint64_t t0, waited;
+    int status;
+    pid_t pid;
+    sluice_t *l;
+
+    sluice_config_init(&cfg);
+    sluice_policy_add(&cfg.policy, SLUICE_SLIDING_LOG, 10, S);
+    cfg.max_keys = 64;
+    sluice_policy_add(&ovr, SLUICE_SLIDING_LOG, 5, S);
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
+    if ((pid = fork()) == 0) {
+        unsigned token = sl_shm_enter(l);
+        const struct sl_lim *lim = &atomic_load(&l->policy)->lim[0];
+        sl_aword *w = &find(l, "log")->w[lim->off];
+        uint64_t s = atomic_load(w);
+        uint64_t held = ((s + 1) & LOG_SEQ_MASK) |
+                        (uint64_t)lim->holder->token(lim->holder) << LOG_HOLDER_SHIFT;
+        if (!atomic_compare_exchange_strong(w, &s, held))
+            _exit(3);
+        raise(SIGSTOP);
+        s = atomic_load(w); /* let go as log_release does, a freeze's SL_DEAD kept */
+        while (!atomic_compare_exchange_weak(w, &s, ((s + 1) & LOG_SEQ_MASK) | (s & SL_DEAD)))
+            ;
+        sl_shm_leave(l, token);
+        _exit(0);
+    }
+    CHECK_EQ(waitpid(pid, &status, WUNTRACED), pid);
+    CHECK(WIFSTOPPED(status));
+    alarm(60); /* a call that waits for the stop never returns */
+    t0 = t_mono();
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, &res), SLUICE_DENY);
+    waited = t_mono() - t0;
+    CHECK(waited >= UINT64_C(1900) * 1000 * 1000); /* the holder was waited for first */
+    CHECK_U64(res.remaining, 0);
+    CHECK(res.retry_after_ns > 0);
+    CHECK_EQ(sluice_peek_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
+    t0 = t_mono();
+    CHECK_EQ(sluice_reset(l, "log", 3), -EBUSY);
+    CHECK(t_mono() - t0 >= UINT64_C(1900) * 1000 * 1000);
+    CHECK_EQ(sluice_override_set(l, "log", 3, &ovr), -EBUSY);
+    CHECK_U64(sl_load_rlx(&l->shm->hdr->ovr_keys), 0); /* the refused one takes no place */
+    CHECK_EQ(kill(pid, SIGCONT), 0);
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* nothing charged or changed meanwhile, the key not left frozen: 3 of
+     * 10 spent */
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 7, T, NULL), SLUICE_ALLOW);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
+    CHECK_EQ(sluice_reset(l, "log", 3), 0);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 10, T, NULL), SLUICE_ALLOW);
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
+/*
  * The same from a corrupt file (fuzz_shared found it: a writer hung for
  * good): a record naming a live pid (1) with no start time or mapping to
  * test, a thread window open in it, and a count on a key that no call
@@ -622,6 +698,7 @@ int main(void)
     test_dead_sealer(path);
     test_dead_committer(path);
     test_stopped_committer(path);
+    test_stopped_log_writer(path);
     test_corrupt_window(path);
     test_lock_own_token(path);
     test_dead_section(path);
