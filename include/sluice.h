@@ -344,7 +344,8 @@ SLUICE_API int sluice_create(const struct sluice_config *cfg, sluice_t **out);
  * admission's stamps), calls on that key wait for it up to 2 s: a
  * decision or a peek then denies, charging nothing (its result says 0
  * remaining, retry after 2 s), and a writer returns -EBUSY, having
- * changed nothing.
+ * changed nothing; later calls in that process, on the same stopped
+ * hold, give up at once.
  * Decisions on existing keys never wait for it, except behind such a
  * writer or a held SLIDING_LOG key.
  * Returns 0 and sets *out, or:

@@ -36,6 +36,7 @@
  */
 #include <sched.h>
 
+#include "hash.h"
 #include "internal.h"
 
 /* A stamp ts is out of the window (now - period, now] at now.  Not
@@ -62,7 +63,8 @@ static bool sl_log_local_dead(const struct sl_holder *h, uint32_t token)
     return token != sl_log_local_token(h);
 }
 
-static const struct sl_holder sl_log_local = {sl_log_local_token, sl_log_local_dead, 0};
+static const struct sl_holder sl_log_local = {
+    .token = sl_log_local_token, .dead = sl_log_local_dead, .give_up_ns = 0, .stuck = NULL};
 
 static int log_compile(struct sl_lim *lim)
 {
@@ -122,38 +124,84 @@ static void log_release(const struct sl_lim *lim, sl_aword *w)
 }
 
 /*
- * Wait until no writer holds the key, or (until_frozen) the key is frozen;
- * *out: the word then, and true.  A holder that died there (shared
- * limiters only) is released by the waiter (see the top of the file: its
- * state is safe to read as it is).  Writers hold a key for a few stores,
- * so a waiter spins, then yields; it asks whether the holder lives every
- * 256 rounds.  One live holder that stays in the same write section for
- * its holder's give_up_ns (a process stopped there) is not waited for:
- * false, *out the held word.  Its state cannot be read, and taking the key
- * from a live holder could corrupt what it writes.
+ * Holds given up on, as fingerprints of the word's place and value (its
+ * sequence and holder; SL_DEAD masked, which a freezer sets and clears on
+ * the same hold), in the holder's process-local slots: a hold once found
+ * stopped is given up on by every later wait at its first check, instead
+ * of give_up_ns each.  Without that, each call on the key (a reset in a
+ * loop, or each decision migrating it under its shard's lock after a
+ * set_policy that gave up) waited 2 s, and those waits held up calls on
+ * other keys of the shard for as long as they came.  The value names the
+ * hold: the holder's next write, or its release, changes the sequence, so
+ * a resumed holder's key is waited for afresh.  Relaxed: a hint.  A
+ * fingerprint lost (overwritten, or read before it was stored) costs one
+ * more wait; a false match (a 2^-64 collision, or a sequence that wrapped
+ * 2^30 writes later) one call's early give-up: fewer admitted, never more.
  */
-static bool log_wait(const struct sl_lim *lim, sl_aword *w, bool until_frozen, uint64_t *out)
+static uint64_t log_stuck_print(sl_aword *w, uint64_t held)
 {
+    return sl_mum((uint64_t)(uintptr_t)w ^ UINT64_C(0x9e3779b97f4a7c15),
+                  held ^ UINT64_C(0xc2b2ae3d27d4eb4f)) | 1;
+}
+
+static bool log_stuck_seen(const struct sl_holder *h, sl_aword *w, uint64_t held)
+{
+    uint64_t f = log_stuck_print(w, held);
+
+    return atomic_load_explicit(&h->stuck[f % SL_HOLDER_STUCK], memory_order_relaxed) == f;
+}
+
+static void log_stuck_note(const struct sl_holder *h, sl_aword *w, uint64_t held)
+{
+    uint64_t f = log_stuck_print(w, held);
+
+    atomic_store_explicit(&h->stuck[f % SL_HOLDER_STUCK], f, memory_order_relaxed);
+}
+
+/*
+ * Wait until no writer holds the key; *out: the word then (SL_DEAD set if
+ * it is frozen meanwhile), and true.  A frozen key's writer is waited for
+ * as any: the freezer waits for it too, and a caller that went round by
+ * the shard's lock each time it saw SL_DEAD started its wait over, for as
+ * long as writers kept freezing the key (a reset in a loop).  A holder
+ * that died there (shared limiters only) is released by the waiter (see
+ * the top of the file: its state is safe to read as it is).  Writers hold
+ * a key for a few stores, so a waiter spins, then yields; it asks whether
+ * the holder lives every 256 rounds.  One live holder that stays in the
+ * same write section for its holder's give_up_ns (a process stopped
+ * there), or a hold given up on before (log_stuck_seen: at the first
+ * look, after asking whether it died), is not waited for: false, *out
+ * the held word.  Its state cannot be read, and taking
+ * the key from a live holder could corrupt what it writes.
+ */
+static bool log_wait(const struct sl_lim *lim, sl_aword *w, uint64_t *out)
+{
+    const struct sl_holder *h = lim->holder;
     uint64_t held = 0, give_up = 0;
 
     for (unsigned n = 1;; n++) {
         uint64_t s = sl_load_acq(&w[0]);
         *out = s;
-        if (!(s & 1) || (until_frozen && (s & SL_DEAD)))
+        if (!(s & 1))
             return true;
-        if (lim->holder != NULL && n % 256 == 0) {
-            if (lim->holder->dead(lim->holder, (uint32_t)(s >> LOG_HOLDER_SHIFT))) {
+        /* a hold known stopped: given up on at once, but for a death */
+        if (h != NULL &&
+            (n % 256 == 0 || (n == 1 && h->stuck != NULL && log_stuck_seen(h, w, s & ~SL_DEAD)))) {
+            if (h->dead(h, (uint32_t)(s >> LOG_HOLDER_SHIFT))) {
                 (void)sl_cas_acqrel(&w[0], &s, log_released(lim, s));
                 continue;
             }
-            if (lim->holder->give_up_ns != 0) {
+            if (h->give_up_ns != 0) {
                 /* the deadline runs from the first check of this hold;
                  * another holder, or the same one's next write, starts it
-                 * again (SL_DEAD set meanwhile is the same hold) */
+                 * again */
                 if ((s & ~SL_DEAD) != held) {
                     held = s & ~SL_DEAD;
-                    give_up = sl_mono_ns() + lim->holder->give_up_ns;
+                    if (log_stuck_seen(h, w, held))
+                        return false;
+                    give_up = sl_mono_ns() + h->give_up_ns;
                 } else if ((int64_t)(sl_mono_ns() - give_up) > 0) {
+                    log_stuck_note(h, w, held);
                     return false;
                 }
             }
@@ -165,11 +213,11 @@ static bool log_wait(const struct sl_lim *lim, sl_aword *w, bool until_frozen, u
     }
 }
 
-/* Wait out a writer: true with the even sequence, or one with SL_DEAD, in
- * *s; false if a stopped writer holds the key (log_wait). */
+/* Wait out a writer: true with the even sequence, SL_DEAD set if frozen,
+ * in *s; false if a stopped writer holds the key (log_wait). */
 static bool log_read_begin(const struct sl_lim *lim, sl_aword *w, uint64_t *s)
 {
-    return log_wait(lim, w, true, s);
+    return log_wait(lim, w, s);
 }
 
 static bool log_read_valid(sl_aword *w, uint64_t s)
@@ -353,7 +401,7 @@ static bool log_freeze(const struct sl_lim *lim, sl_aword *w)
     uint64_t s;
 
     (void)sl_fetch_or_acqrel(&w[0], SL_DEAD);
-    return log_wait(lim, w, false, &s);
+    return log_wait(lim, w, &s);
 }
 
 /*

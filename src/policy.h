@@ -29,7 +29,12 @@ struct sl_holder {
      * process stopped in its write section: SIGSTOP, a debugger); 0, for
      * ever (in-process: a thread of this process, a few stores long). */
     uint64_t give_up_ns;
+    /* With give_up_ns: SL_HOLDER_STUCK fingerprints of the holds given up
+     * on (algo_log.c, log_stuck_seen), so that a hold found stopped once
+     * is not waited for again by each later call; NULL with 0. */
+    _Atomic uint64_t *stuck;
 };
+#define SL_HOLDER_STUCK 8
 
 /* One limit, validated and with everything the hot path needs precomputed. */
 struct sl_lim {

@@ -158,6 +158,7 @@ struct sl_shm {
     _Atomic uint64_t me, owner;
     pthread_mutex_t mu;         /* the record claim and the policy cache */
     struct sl_holder holder;    /* sliding logs' writers: this process (algo_log.c) */
+    _Atomic uint64_t log_stuck[SL_HOLDER_STUCK]; /* holder.stuck */
     /* compiled policies by generation (the current one is l->policy) */
     struct sl_policy *cache[4];
     unsigned cache_next;

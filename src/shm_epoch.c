@@ -526,6 +526,7 @@ void sl_shm_holder_init(struct sl_shm *m)
     m->holder.token = sl_shm_holder_token;
     m->holder.dead = sl_shm_holder_dead;
     m->holder.give_up_ns = SL_HOLDER_GIVE_UP_NS;
+    m->holder.stuck = m->log_stuck;
 }
 
 bool sl_shm_pin_live(struct sl_shm *m, uint32_t pin)

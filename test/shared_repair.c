@@ -14,16 +14,15 @@
  *     its CAS and before clearing the counters): none stalls the reuse of
  *     memory, checked by cycling many times more keys through the table
  *     than it has entries.
- *   - a process stopped inside an acquire_all's window, and a corrupt
- *     record that looks like one: a writer on the key gives up after 2 s
- *     with -EBUSY, changing nothing.
+ *   - a corrupt record that looks like a process stopped inside an
+ *     acquire_all's window: a writer on the key gives up after 2 s with
+ *     -EBUSY, changing nothing (stopped processes: shared_stopped.c).
  * A watchdog (alarm) turns a hang into a failure.
  */
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "helpers.h"
-#include "shm.h"
+#include "shm_helpers.h"
 
 #define S NS_PER_S
 static const uint64_t T = UINT64_C(7000) * NS_PER_S;
@@ -38,19 +37,6 @@ static struct sluice_config cfg10(size_t max_keys)
     cfg.max_key_len = 32;
     cfg.shards = 2;
     return cfg;
-}
-
-static struct sl_entry *find(sluice_t *l, const char *key)
-{
-    struct sl_shm *m = l->shm;
-
-    for (uint64_t i = 0; i < m->pool; i++) {
-        struct sl_entry *e = sl_shm_entry(m, i);
-        if (atomic_load(&m->states[i]) == SL_ST_USED && e->key_len == strlen(key) &&
-            memcmp(sl_shm_key(m, e), key, e->key_len) == 0)
-            return e;
-    }
-    return NULL;
 }
 
 static void test_dead_writer(const char *path)
@@ -69,7 +55,7 @@ static void test_dead_writer(const char *path)
     if ((pid = fork()) == 0) {
         uint64_t h = sl_hash(&l->hkey, "victim", 6);
         struct sl_shm_shard *s = &m->shards[m->shard_shift == 64 ? 0 : h >> m->shard_shift];
-        struct sl_entry *e = find(l, "victim");
+        struct sl_entry *e = t_shm_find(l, "victim");
         uint64_t idx;
         (void)sl_shm_word_lock(l, &s->lock, true);
         sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would, */
@@ -91,7 +77,7 @@ static void test_dead_writer(const char *path)
     CHECK_U64(n, 7);
     alarm(0);
     /* unsealed, with its latest admission time: later calls still commit */
-    CHECK_U64(atomic_load(&find(l, "victim")->last_ns), T + 1);
+    CHECK_U64(atomic_load(&t_shm_find(l, "victim")->last_ns), T + 1);
     sluice_stats(l, &st);
     CHECK_U64(st.keys, 2);                                     /* the reservation undone */
     CHECK((atomic_load(&m->states[lost]) & 3) == SL_ST_LIMBO); /* coming back */
@@ -127,7 +113,7 @@ static void test_dead_sealer(const char *path)
     CHECK_EQ(sluice_acquire_at(l, "B", 1, 1, T, NULL), SLUICE_ALLOW);
     if ((pid = fork()) == 0) {
         struct sl_shm_shard *s = &m->shards[0];
-        struct sl_entry *e = find(l, "A");
+        struct sl_entry *e = t_shm_find(l, "A");
         (void)sl_shm_word_lock(l, &s->lock, true);
         sl_entry_freeze_pol(e, atomic_load(&l->policy)); /* as a replace would */
         sl_store_rlx(&s->sealed_idx, sl_shm_entry_index(m, e) + 1);
@@ -140,7 +126,7 @@ static void test_dead_sealer(const char *path)
     CHECK_EQ(sluice_reset(l, "B", 1), 0); /* takes the lock over, seals B */
     /* A is whole: its 10 units spent in ta's window, and a call stamped
      * before ta decided as at ta (denied), not in an empty earlier window */
-    CHECK_U64(atomic_load(&find(l, "A")->last_ns), ta + 1);
+    CHECK_U64(atomic_load(&t_shm_find(l, "A")->last_ns), ta + 1);
     CHECK_EQ(sluice_acquire_at(l, "A", 1, 1, T, NULL), SLUICE_DENY);
     CHECK_EQ(sluice_acquire_at(l, "A", 1, 1, ta + S, NULL), SLUICE_ALLOW);
     alarm(0);
@@ -174,7 +160,7 @@ static void test_dead_committer(const char *path)
         if ((pid = fork()) == 0) {
             unsigned shm = sl_shm_enter(l);
             sl_shm_window(l, 0, 1); /* as sl_commits_count does */
-            atomic_fetch_add(&find(l, "c")->committing, 1);
+            atomic_fetch_add(&t_shm_find(l, "c")->committing, 1);
             (void)shm;
             raise(SIGKILL);
         }
@@ -191,147 +177,20 @@ static void test_dead_committer(const char *path)
     alarm(30);
     CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW); /* reset: fresh */
     /* the corrupt time word: decided, not retried forever (repaired) */
-    atomic_store(&find(l, "s")->last_ns, SL_LAST_SEALED);
+    atomic_store(&t_shm_find(l, "s")->last_ns, SL_LAST_SEALED);
     CHECK(sluice_acquire_at(l, "s", 1, 1, T, NULL) >= 0);
-    CHECK(atomic_load(&find(l, "s")->last_ns) != SL_LAST_SEALED);
+    CHECK(atomic_load(&t_shm_find(l, "s")->last_ns) != SL_LAST_SEALED);
     alarm(0);
     sluice_destroy(l);
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
 /*
- * A process stopped (SIGSTOP) inside an acquire_all's window on a key: a
- * writer on that key may not go on (the stopped call's late commit would
- * land after the seal), nor wait for ever (it waited as long as the stop,
- * holding the shard's lock).  It gives up after about 2 s with -EBUSY,
- * having changed nothing: the key keeps its state and is not left frozen.
- * Once the process resumes and leaves, the writer gets through.
- */
-static void test_stopped_committer(const char *path)
-{
-    struct sluice_config cfg = cfg10(64);
-    struct sluice_policy ovr = {0};
-    sluice_t *l;
-    uint64_t t0, waited;
-    int status;
-    pid_t pid;
-
-    sluice_policy_add(&ovr, SLUICE_GCRA, 100, S);
-    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "c", 1, 3, T, NULL), SLUICE_ALLOW);
-    if ((pid = fork()) == 0) {
-        unsigned token = sl_shm_enter(l);
-        sl_shm_window(l, 0, 1); /* as sl_commits_count does */
-        atomic_fetch_add(&find(l, "c")->committing, 1);
-        raise(SIGSTOP);
-        atomic_fetch_sub(&find(l, "c")->committing, 1); /* as a leaving call does */
-        sl_shm_window(l, 0, -1);
-        sl_shm_leave(l, token);
-        _exit(0);
-    }
-    CHECK_EQ(waitpid(pid, &status, WUNTRACED), pid);
-    CHECK(WIFSTOPPED(status));
-    alarm(30); /* a writer that waits for the stop never returns */
-    t0 = t_mono();
-    CHECK_EQ(sluice_reset(l, "c", 1), -EBUSY);
-    waited = t_mono() - t0;
-    CHECK(waited >= UINT64_C(1900) * 1000 * 1000); /* never gone on early */
-    CHECK_EQ(sluice_override_set(l, "c", 1, &ovr), -EBUSY);
-    CHECK_U64(sl_load_rlx(&l->shm->hdr->ovr_keys), 0); /* the refused one takes no place */
-    /* nothing changed: 3 of 10 spent, the key not frozen */
-    CHECK_EQ(sluice_acquire_at(l, "c", 1, 7, T, NULL), SLUICE_ALLOW);
-    CHECK_EQ(sluice_acquire_at(l, "c", 1, 1, T, NULL), SLUICE_DENY);
-    CHECK_EQ(kill(pid, SIGCONT), 0);
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK_EQ(sluice_reset(l, "c", 1), 0);
-    CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
-}
-
-/*
- * A process stopped (SIGSTOP) inside a sliding log's write section: the
- * key's sequence word odd with its token, its stamps half written.  Its
- * state cannot be read and the key cannot be taken from a live holder, but
- * no call may wait for it for ever either (each waited as long as the
- * stop, a writer holding the shard's lock all the while).  A decision and
- * a peek deny after about 2 s, charging nothing; a writer (a reset) gives
- * up with -EBUSY after about 2 s, having changed nothing.  Once the
- * process resumes and lets go, the key decides as before the stop.  The
- * child takes the word as log_charge does (algo_log.c) and stops there:
- * the state a stop inside the section leaves, in every build.
- */
-#define LOG_HOLDER_SHIFT 31 /* algo_log.c's layout of the sequence word */
-#define LOG_SEQ_MASK ((UINT64_C(1) << LOG_HOLDER_SHIFT) - 1)
-
-static void test_stopped_log_writer(const char *path)
-{
-    struct sluice_config cfg = cfg10(64);
-    struct sluice_policy ovr = {0};
-    struct sluice_result res;
-    uint64_t t0, waited;
-    int status;
-    pid_t pid;
-    sluice_t *l;
-
-    sluice_config_init(&cfg);
-    sluice_policy_add(&cfg.policy, SLUICE_SLIDING_LOG, 10, S);
-    cfg.max_keys = 64;
-    sluice_policy_add(&ovr, SLUICE_SLIDING_LOG, 5, S);
-    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
-    if ((pid = fork()) == 0) {
-        unsigned token = sl_shm_enter(l);
-        const struct sl_lim *lim = &atomic_load(&l->policy)->lim[0];
-        sl_aword *w = &find(l, "log")->w[lim->off];
-        uint64_t s = atomic_load(w);
-        uint64_t held = ((s + 1) & LOG_SEQ_MASK) |
-                        (uint64_t)lim->holder->token(lim->holder) << LOG_HOLDER_SHIFT;
-        if (!atomic_compare_exchange_strong(w, &s, held))
-            _exit(3);
-        raise(SIGSTOP);
-        s = atomic_load(w); /* let go as log_release does, a freeze's SL_DEAD kept */
-        while (!atomic_compare_exchange_weak(w, &s, ((s + 1) & LOG_SEQ_MASK) | (s & SL_DEAD)))
-            ;
-        sl_shm_leave(l, token);
-        _exit(0);
-    }
-    CHECK_EQ(waitpid(pid, &status, WUNTRACED), pid);
-    CHECK(WIFSTOPPED(status));
-    alarm(60); /* a call that waits for the stop never returns */
-    t0 = t_mono();
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, &res), SLUICE_DENY);
-    waited = t_mono() - t0;
-    CHECK(waited >= UINT64_C(1900) * 1000 * 1000); /* the holder was waited for first */
-    CHECK_U64(res.remaining, 0);
-    CHECK(res.retry_after_ns > 0);
-    CHECK_EQ(sluice_peek_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
-    t0 = t_mono();
-    CHECK_EQ(sluice_reset(l, "log", 3), -EBUSY);
-    CHECK(t_mono() - t0 >= UINT64_C(1900) * 1000 * 1000);
-    CHECK_EQ(sluice_override_set(l, "log", 3, &ovr), -EBUSY);
-    CHECK_U64(sl_load_rlx(&l->shm->hdr->ovr_keys), 0); /* the refused one takes no place */
-    CHECK_EQ(kill(pid, SIGCONT), 0);
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    /* nothing charged or changed meanwhile, the key not left frozen: 3 of
-     * 10 spent */
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 7, T, NULL), SLUICE_ALLOW);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
-    CHECK_EQ(sluice_reset(l, "log", 3), 0);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 10, T, NULL), SLUICE_ALLOW);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
-}
-
-/*
- * The same from a corrupt file (fuzz_shared found it: a writer hung for
- * good): a record naming a live pid (1) with no start time or mapping to
- * test, a thread window open in it, and a count on a key that no call
- * will ever take back.  The writer gives up after 2 s, and again each time
+ * A corrupt file that looks like a process stopped in an acquire_all's
+ * window (shared_stopped.c has the real one; fuzz_shared found this: a
+ * writer hung for good): a record naming a live pid (1) with no start
+ * time or mapping to test, a thread window open in it, and a count on a
+ * key that no call will ever take back.  The writer gives up after 2 s, and again each time
  * (never a hang); decisions on the key go on.
  */
 static void test_corrupt_window(const char *path)
@@ -347,7 +206,7 @@ static void test_corrupt_window(const char *path)
     sl_store_rlx(&fake->stat[0].window, 1);
     sl_store_rel(&fake->owner, (UINT64_C(1) << 32) | 1);
     sl_store_rel(&m->hdr->procs_hi, SL_SHM_PROCS);
-    atomic_fetch_add(&find(l, "k")->committing, 1);
+    atomic_fetch_add(&t_shm_find(l, "k")->committing, 1);
     alarm(30);
     CHECK_EQ(sluice_reset(l, "k", 1), -EBUSY);
     CHECK_EQ(sluice_reset(l, "k", 1), -EBUSY);
@@ -675,7 +534,7 @@ static void test_stale_free_record(const char *path)
         for (unsigned k = 0; k <= SL_SHM_TSLOTS; k++)
             atomic_store(&p->stat[k].window, 1);
     }
-    atomic_fetch_add(&find(l, "a")->committing, 1);
+    atomic_fetch_add(&t_shm_find(l, "a")->committing, 1);
     l2 = t_open_shared(path, NULL, 0); /* claims one of those records */
     sluice_policy_add(&ovr, SLUICE_FIXED_WINDOW, 3, S);
     alarm(30);
@@ -697,8 +556,6 @@ int main(void)
     test_dead_writer(path);
     test_dead_sealer(path);
     test_dead_committer(path);
-    test_stopped_committer(path);
-    test_stopped_log_writer(path);
     test_corrupt_window(path);
     test_lock_own_token(path);
     test_dead_section(path);
