@@ -26,7 +26,8 @@ uint64_t sl_cells_cap_for(uint64_t live)
 
 static struct sl_cells *sl_cells_alloc(sl_aword *acct, uint64_t cap)
 {
-    size_t head = sizeof(struct sl_cells), cells = cap * sizeof(struct sl_cell);
+    unsigned shift = cap <= SL_CELLS_SPREAD_MAX ? 6 : 5;
+    size_t head = sizeof(struct sl_cells), cells = cap << shift;
     size_t bytes = head + cells + cap * sizeof(sl_actrl);
     struct sl_cells *t;
 
@@ -35,6 +36,7 @@ static struct sl_cells *sl_cells_alloc(sl_aword *acct, uint64_t cap)
         return NULL;
     memset(t, 0, bytes);
     t->cap = cap;
+    t->stride_shift = shift;
     t->bytes = (bytes + SL_CACHELINE - 1) & ~(size_t)(SL_CACHELINE - 1);
     t->ctrl = (sl_actrl *)(void *)((char *)t + head + cells);
     atomic_init(&t->prev, NULL);
@@ -67,7 +69,7 @@ static struct sl_cell *sl_cells_put(struct sl_cells *t, uint64_t h, size_t len, 
     SL_ASSERT(t->used < t->cap);
     while (atomic_load_explicit(&t->ctrl[i], memory_order_relaxed) != SL_CTRL_EMPTY)
         i = sl_cells_next(t, i);
-    c = &t->cell[i];
+    c = sl_cells_at(t, i);
     sl_store_rlx(&c->key[0], k[0]);
     sl_store_rlx(&c->key[1], k[1]);
     sl_store_rlx(&c->state, state);
@@ -105,7 +107,7 @@ void sl_cells_remove(struct sl_cells *t, struct sl_cell *c)
 {
     SL_ASSERT(sl_load_rlx(&c->state) & SL_DEAD);
     /* release: a reader that sees the tombstone sees the freeze before it */
-    atomic_store_explicit(&t->ctrl[c - t->cell], SL_CTRL_TOMB, memory_order_release);
+    atomic_store_explicit(&t->ctrl[sl_cells_index(t, c)], SL_CTRL_TOMB, memory_order_release);
     t->live--;
 }
 
@@ -115,7 +117,7 @@ void sl_cells_remove(struct sl_cells *t, struct sl_cell *c)
 static void sl_cells_copy(struct sl_cells *t, struct sl_cells *old, uint64_t j,
                           sl_cells_hash_fn *hash, void *ctx)
 {
-    struct sl_cell *from = &old->cell[j];
+    struct sl_cell *from = sl_cells_at(old, j);
     size_t len = sl_ctrl_len(atomic_load_explicit(&old->ctrl[j], memory_order_relaxed));
     uint64_t was[2], k[2] = {sl_load_rlx(&from->key[0]), sl_load_rlx(&from->key[1])};
     bool frozen_here = sl_cell_freeze(from, was);

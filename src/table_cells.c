@@ -245,7 +245,7 @@ static size_t sl_cells_reap_some(struct sl_shard *s, uint64_t now, uint64_t idle
     j = s->cells_cursor < t->cap ? s->cells_cursor : 0;
     for (; scanned < t->cap && scanned < *budget && removed < max_remove;
          scanned++, j = sl_cells_next(t, j)) {
-        struct sl_cell *c = &t->cell[j];
+        struct sl_cell *c = sl_cells_at(t, j);
         uint64_t seen[2], last, at;
         if (!(atomic_load_explicit(&t->ctrl[j], memory_order_relaxed) & SL_CTRL_LIVE))
             continue;

@@ -33,12 +33,12 @@ static struct sl_cell *cell_of(sluice_t *l, const char *key, size_t len, struct 
 static void *cells_copy(struct sl_shard *s, size_t *bytes)
 {
     struct sl_cells *t = atomic_load(&s->cells);
-    size_t n = sizeof(*t) + t->cap * sizeof(t->cell[0]) + t->cap * sizeof(t->ctrl[0]);
+    size_t cells = (size_t)t->cap << t->stride_shift; /* the cells' places (sl_cells_at) */
+    size_t n = sizeof(*t) + cells + t->cap * sizeof(t->ctrl[0]);
     void *copy = malloc(n);
 
-    memcpy(copy, t, sizeof(*t) + t->cap * sizeof(t->cell[0]));
-    memcpy((char *)copy + sizeof(*t) + t->cap * sizeof(t->cell[0]), t->ctrl,
-           t->cap * sizeof(t->ctrl[0]));
+    memcpy(copy, t, sizeof(*t) + cells);
+    memcpy((char *)copy + sizeof(*t) + cells, t->ctrl, t->cap * sizeof(t->ctrl[0]));
     *bytes = n;
     return copy;
 }
