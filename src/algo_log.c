@@ -135,8 +135,12 @@ static void log_release(const struct sl_lim *lim, sl_aword *w)
  * hold: the holder's next write, or its release, changes the sequence, so
  * a resumed holder's key is waited for afresh.  Relaxed: a hint.  A
  * fingerprint lost (overwritten, or read before it was stored) costs one
- * more wait; a false match (a 2^-64 collision, or a sequence that wrapped
- * 2^30 writes later) one call's early give-up: fewer admitted, never more.
+ * more wait; a false match one call's early give-up: fewer admitted,
+ * never more.  One is a 2^-64 collision, another a sequence that wrapped
+ * 2^30 writes later, and a third an entry reused: a new entry's word
+ * starts at sequence 0, so the same process's first write of a key made
+ * at the same place names the same hold (held for a few stores, so a
+ * waiter that meets it at all is rare).
  */
 static uint64_t log_stuck_print(sl_aword *w, uint64_t held)
 {

@@ -4,8 +4,9 @@
  * array of 32-byte cells, two to a cache line, each a whole key of up to
  * 16 bytes with its one state word and its time: a decision on such a key
  * reads one cell line and one control line (fetched at once), and writes
- * the cell by one 16-byte CAS.  A key costs 34 B / load instead of
- * table.c's 8-byte slot plus 64-byte entry.  Longer keys, larger states,
+ * the cell by one 16-byte CAS.  A key costs 34 B / load in a large array
+ * (66 in a small one, sl_cells_at) instead of table.c's 8-byte slot plus
+ * 64-byte entry.  Longer keys, larger states,
  * stacked limits and overrides stay entries (table.c).
  *
  * Not yet the limiter's table: the limiter still decides through table.c.
@@ -64,7 +65,7 @@ struct sl_cell {
     sl_aword last;
     sl_aword key[2]; /* the key, zero-padded */
 } __attribute__((aligned(32)));
-_Static_assert(sizeof(struct sl_cell) == 32, "two cells to a cache line");
+_Static_assert(sizeof(struct sl_cell) == 32, "two cells to a cache line in a large array");
 
 typedef _Atomic uint16_t sl_actrl;
 

@@ -6,7 +6,8 @@
  *     up after 2 s with -EBUSY, changing nothing;
  *   - inside a sliding log key's write: a decision or a peek denies after
  *     2 s, charging nothing, a writer gives up with -EBUSY, and a hold
- *     found stopped once is not waited for again; neither a reset in a
+ *     found stopped once is not waited for again (unless it died since:
+ *     then it is released); neither a reset in a
  *     loop nor a stream of calls on the key after a set_policy that gave
  *     up keeps a decider on the key, or on another key of its shard,
  *     waiting longer.
@@ -185,6 +186,37 @@ static void test_stopped_log_writer(const char *path)
     CHECK_EQ(sluice_unlink_shared(path), 0);
 }
 
+/*
+ * A stopped holder given up on, then killed: the hold stays remembered,
+ * but the next wait asks whether its holder died before it trusts that,
+ * and releases the key (the killed write had stamped nothing: 3 of 10
+ * spent).  Trusted blindly, the memory would deny the key for ever.
+ */
+static void test_log_killed_after_give_up(const char *path)
+{
+    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
+    uint64_t t0;
+    sluice_t *l;
+    pid_t pid;
+    int status;
+
+    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
+    pid = stop_in_log_write(l, "log");
+    alarm(60);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY); /* given up on */
+    CHECK_EQ(kill(pid, SIGKILL), 0);
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFSIGNALED(status));
+    t0 = t_mono();
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 7, T, NULL), SLUICE_ALLOW);
+    CHECK(t_mono() - t0 < GIVE_UP_MIN);
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 struct looper {
     sluice_t *l;
     const char *key;
@@ -333,6 +365,7 @@ int main(void)
     t_shm_path(path, sizeof(path), "stopped");
     test_stopped_committer(path);
     test_stopped_log_writer(path);
+    test_log_killed_after_give_up(path);
     test_log_reset_loop(path);
     test_log_shard_after_set_policy(path);
     return t_done("shared_stopped");
