@@ -83,6 +83,27 @@ static void resume(pid_t pid)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* A log key "log" of 10 a second with 3 spent, its write held by a process
+ * stopped there (*pid), under a watchdog: a call that waits for the stop
+ * never returns. */
+static sluice_t *open_log_stopped(const char *path, pid_t *pid)
+{
+    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
+    sluice_t *l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
+
+    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
+    *pid = stop_in_log_write(l, "log");
+    alarm(60);
+    return l;
+}
+
+static void close_shared(sluice_t *l, const char *path)
+{
+    alarm(0);
+    sluice_destroy(l);
+    CHECK_EQ(sluice_unlink_shared(path), 0);
+}
+
 /*
  * A process stopped inside an acquire_all's window on a key: a writer on
  * that key may not go on (the stopped call's late commit would land after
@@ -127,9 +148,7 @@ static void test_stopped_committer(const char *path)
     resume(pid);
     CHECK_EQ(sluice_reset(l, "c", 1), 0);
     CHECK_EQ(sluice_acquire_at(l, "c", 1, 10, T, NULL), SLUICE_ALLOW);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
+    close_shared(l, path);
 }
 
 /*
@@ -144,7 +163,6 @@ static void test_stopped_committer(const char *path)
  */
 static void test_stopped_log_writer(const char *path)
 {
-    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
     struct sluice_policy ovr = {0};
     struct sluice_result res;
     uint64_t t0;
@@ -152,10 +170,7 @@ static void test_stopped_log_writer(const char *path)
     pid_t pid;
 
     sluice_policy_add(&ovr, SLUICE_SLIDING_LOG, 5, S);
-    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
-    pid = stop_in_log_write(l, "log");
-    alarm(60);
+    l = open_log_stopped(path, &pid);
     t0 = t_mono();
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, &res), SLUICE_DENY);
     CHECK(t_mono() - t0 >= GIVE_UP_MIN); /* the holder was waited for first */
@@ -181,9 +196,7 @@ static void test_stopped_log_writer(const char *path)
     CHECK(t_mono() - t0 >= GIVE_UP_MIN);
     resume(pid);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 10, T, NULL), SLUICE_ALLOW);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
+    close_shared(l, path);
 }
 
 /*
@@ -194,16 +207,12 @@ static void test_stopped_log_writer(const char *path)
  */
 static void test_log_killed_after_give_up(const char *path)
 {
-    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
     uint64_t t0;
     sluice_t *l;
     pid_t pid;
     int status;
 
-    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
-    pid = stop_in_log_write(l, "log");
-    alarm(60);
+    l = open_log_stopped(path, &pid);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY); /* given up on */
     CHECK_EQ(kill(pid, SIGKILL), 0);
     CHECK_EQ(waitpid(pid, &status, 0), pid);
@@ -212,9 +221,7 @@ static void test_log_killed_after_give_up(const char *path)
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 7, T, NULL), SLUICE_ALLOW);
     CHECK(t_mono() - t0 < GIVE_UP_MIN);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
+    close_shared(l, path);
 }
 
 struct looper {
@@ -255,17 +262,13 @@ static void *reset_loop(void *arg)
  */
 static void test_log_reset_loop(const char *path)
 {
-    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
     struct looper lp = {.key = "log", .forget = true};
     uint64_t t0, waited;
     pthread_t th;
     sluice_t *l;
     pid_t pid;
 
-    l = lp.l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
-    pid = stop_in_log_write(l, "log");
-    alarm(60);
+    l = lp.l = open_log_stopped(path, &pid);
     lp.t_end = t_mono() + 8 * S;
     CHECK_EQ(pthread_create(&th, NULL, reset_loop, &lp), 0);
     nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL); /* the first reset waiting */
@@ -281,9 +284,7 @@ static void test_log_reset_loop(const char *path)
     resume(pid);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 7, T, NULL), SLUICE_ALLOW); /* 3 + 7 of 10 */
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
+    close_shared(l, path);
 }
 
 /* Decisions on the key in a loop, each a denial or -EBUSY (its move to the
@@ -314,7 +315,6 @@ static void *acquire_loop(void *arg)
  */
 static void test_log_shard_after_set_policy(const char *path)
 {
-    struct sluice_config cfg = cfg_of(SLUICE_SLIDING_LOG, 10);
     struct sluice_policy more = {0};
     struct looper lp[2] = {{.key = "log"}, {.key = "log"}};
     uint64_t t0, waited;
@@ -323,10 +323,7 @@ static void test_log_shard_after_set_policy(const char *path)
     pid_t pid;
 
     sluice_policy_add(&more, SLUICE_SLIDING_LOG, 8, S); /* the file's entries hold 10 */
-    l = t_open_shared(path, &cfg, SLUICE_SHARED_CREATE | SLUICE_SHARED_EXCL);
-    CHECK_EQ(sluice_acquire_at(l, "log", 3, 3, T, NULL), SLUICE_ALLOW);
-    pid = stop_in_log_write(l, "log");
-    alarm(60);
+    l = open_log_stopped(path, &pid);
     t0 = t_mono();
     CHECK_EQ(sluice_set_policy(l, &more), -EBUSY);
     CHECK(t_mono() - t0 >= GIVE_UP_MIN);
@@ -353,9 +350,7 @@ static void test_log_shard_after_set_policy(const char *path)
     CHECK_EQ(sluice_set_policy(l, &more), 0);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 5, T, NULL), SLUICE_ALLOW);
     CHECK_EQ(sluice_acquire_at(l, "log", 3, 1, T, NULL), SLUICE_DENY);
-    alarm(0);
-    sluice_destroy(l);
-    CHECK_EQ(sluice_unlink_shared(path), 0);
+    close_shared(l, path);
 }
 
 int main(void)
